@@ -1,0 +1,173 @@
+"""The command line: ``crawl``, ``status`` and ``demo``. Thin: it validates, builds the frozen
+config and hands over. User mistakes become one ``Error: ...`` line here (exit 1), or a usage
+error (exit 2); never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from . import config as settings
+from .config import SCOPES, CrawlConfig
+from .crawl import Crawl, CrawlError
+from .store import StoreError
+from .urls import normalize
+
+projects_dir_option = click.option(
+    "--projects-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("projects"),
+    show_default=True, help="Folder holding one folder per crawl.")
+
+
+def project_folder(projects_dir: Path, name: str) -> Path:
+    """The folder of project NAME, refusing names that could leave the projects folder."""
+    if not name or not name.strip():
+        raise click.ClickException("project NAME must not be empty")
+    bad = [c for c in name if c in "/\\" or ord(c) < 32 or c == "\x7f"]
+    if bad or name in (".", "..") or name.startswith(".") or (os.altsep and os.altsep in name):
+        raise click.ClickException(
+            f"invalid project NAME {name!r}: use a plain folder name (no path separators, no '..', "
+            "no leading '.')")
+    folder = projects_dir / name
+    if folder.is_symlink():
+        raise click.ClickException(f"{folder} is a symbolic link; refusing to follow it out of {projects_dir}")
+    if folder.exists() and not folder.is_dir():
+        raise click.ClickException(f"{folder} exists and is not a folder")
+    return folder
+
+
+def parse_start_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for u in urls:
+        try:
+            n = normalize(u)
+        except ValueError as e:
+            raise click.ClickException(f"invalid START_URL {u!r}: {e}") from None
+        if n not in out:
+            out.append(n)
+    return tuple(out)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="spider")
+def main() -> None:
+    """spider: a multi-process web crawler whose whole state lives in plain text files.
+
+    Start a crawl with `crawl NAME URL`, stop it any way you like, resume it with `crawl NAME`.
+    Try `demo` first: it crawls a small site served on this machine.
+    """
+
+
+@main.command()
+@click.argument("name")
+@click.argument("start_urls", nargs=-1, metavar="[START_URL]...")
+@click.option("--workers", type=click.IntRange(1, 256), help="Worker processes.  [default: 4]")
+@click.option("--delay", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Minimum gap between two requests to one host, across all workers.  [default: 1.0]")
+@click.option("--max-depth", type=click.IntRange(min=0), help="Links deeper than this are refused.  [default: 5]")
+@click.option("--max-pages", type=click.IntRange(min=1),
+              help="Stop after this many URLs are completed (crawled or failed), all runs together.")
+@click.option("--scope", type=click.Choice(SCOPES), help="host, domain or prefix of the start URLs.  [default: host]")
+@click.option("--allow", multiple=True, metavar="REGEX", help="Only follow URLs matching one of these (repeatable).")
+@click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching one of these (repeatable).")
+@click.option("--user-agent", metavar="TEXT", help=f"User-Agent header.  [default: {settings.DEFAULT_USER_AGENT}]")
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="[default: 5]")
+@click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="[default: 10]")
+@click.option("--max-time", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Total time allowed for one response.  [default: 30]")
+@click.option("--max-bytes", type=click.IntRange(min=1), help="Body size cap, after decompression.  [default: 10 MiB]")
+@click.option("--max-attempts", type=click.IntRange(min=1), help="Attempts for transient failures.  [default: 3]")
+@click.option("--max-redirects", type=click.IntRange(min=0), help="[default: 10]")
+@click.option("--max-links", type=click.IntRange(min=0), help="Links taken from one page.  [default: 5000]")
+@projects_dir_option
+def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options: Any) -> None:
+    """Crawl from START_URLs into projects/NAME, or resume NAME's crawl.
+
+    A new project needs at least one START_URL. Run the same command again (URLs optional) to
+    resume after Ctrl-C, a crash or kill -9; START_URLs given then are added as seeds. Options
+    given on resume override the saved settings and are saved.
+    """
+    folder = project_folder(projects_dir, name)
+    seeds = parse_start_urls(start_urls)
+    exists = (folder / settings.SETTINGS).exists()
+    if not exists and not seeds:
+        raise click.UsageError(f"project {name!r} does not exist in {projects_dir}: "
+                               "give at least one START_URL to create it")
+    given = {k: (v if v != () else None) for k, v in options.items()}
+    try:
+        saved = settings.load(folder) if exists else {}
+        old_seeds = tuple(saved.get("seeds", ()))
+        given["seeds"] = old_seeds + tuple(s for s in seeds if s not in old_seeds)
+        config = settings.build(saved, given)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    run(folder, config, seeds)
+
+
+def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...]) -> None:
+    """Create or update the project folder, then crawl; exit with the crawl's code."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        settings.save(folder, config)
+        code = Crawl(folder, config, seeds=seeds).run()
+    except (CrawlError, StoreError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("name")
+@projects_dir_option
+def status(name: str, projects_dir: Path) -> None:
+    """Show a project's progress: pending, in flight, crawled, failed, hosts, running or not."""
+    from .status import report
+
+    folder = project_folder(projects_dir, name)
+    if not (folder / settings.SETTINGS).exists():
+        raise click.ClickException(f"no project named {name!r} in {projects_dir}")
+    try:
+        click.echo(report(folder, name))
+    except (StoreError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+
+
+@main.command()
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True)
+@projects_dir_option
+def demo(workers: int, projects_dir: Path) -> None:
+    """Serve the bundled demo site on 127.0.0.1 and crawl it into projects/demo."""
+    from .demo import serve
+
+    folder = project_folder(projects_dir, "demo")
+    if folder.exists():
+        try:
+            is_demo = settings.load(folder).get("demo", False)
+        except (OSError, ValueError):
+            is_demo = False
+        if not is_demo:
+            raise click.ClickException(f"{folder} exists and is not a demo crawl; move it away first")
+        shutil.rmtree(folder)
+    server, url = serve()
+    click.echo(f"serving the demo site at {url}", err=True)
+    config = CrawlConfig(seeds=(normalize(url),), workers=workers, delay=0.05, max_depth=10, demo=True)
+    try:
+        run(folder, config, config.seeds)
+    finally:
+        server.shutdown()
+        click.echo(f"the crawl is in {folder}/ (crawled.txt, failed.txt, rejected.txt, fetch.log); "
+                   f"try: python main.py status demo", err=True)
+
+
+if __name__ == "__main__":
+    main()

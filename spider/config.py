@@ -1,0 +1,146 @@
+"""Crawl settings: the defaults (one place), and ``settings.txt``, where a project keeps them.
+
+``settings.txt`` is plain ``key = value`` lines (``#`` comments allowed; ``seed``, ``allow`` and
+``deny`` may repeat). A new project saves the settings it was created with; a resumed crawl reads
+them back, and options given on the command line override them and are saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import __version__
+
+SETTINGS = "settings.txt"
+DEFAULT_USER_AGENT = f"spider/{__version__} (plain-text web crawler)"
+SCOPES = ("host", "domain", "prefix")
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """Everything a worker needs to know; frozen and picklable, passed to each worker."""
+
+    seeds: tuple[str, ...] = ()
+    workers: int = 4
+    delay: float = 1.0             # seconds between two requests to one host, across all workers
+    max_depth: int = 5
+    max_pages: int | None = None   # URLs completed (crawled or failed), all runs together
+    scope: str = "host"
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    user_agent: str = DEFAULT_USER_AGENT
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    max_time: float = 30.0         # whole response, so a server trickling bytes cannot hold a worker
+    max_bytes: int = 10 * 1024 * 1024
+    max_attempts: int = 3
+    max_redirects: int = 10
+    max_links: int = 5000          # links taken from one page
+    demo: bool = False
+
+    def key(self) -> str:
+        """A fingerprint of what decides admission: if it changes, the queue is checked again."""
+        text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny))
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+_MULTI = {"seeds": "seed", "allow": "allow", "deny": "deny"}
+
+
+def _parse_value(name: str, raw: str, default: Any) -> Any:
+    if name == "max_pages":
+        return None if raw.lower() in ("", "none", "0", "unlimited") else int(raw)
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    return raw
+
+
+def load(folder: Path) -> dict[str, Any]:
+    """The settings saved in a project folder, as a dict of CrawlConfig field values.
+
+    Raises ValueError naming the file and line for a line it cannot read.
+    """
+    path = Path(folder) / SETTINGS
+    defaults = CrawlConfig()
+    known = {f.name for f in fields(CrawlConfig)}
+    singular = {v: k for k, v in _MULTI.items()}
+    out: dict[str, Any] = {}
+    multi: dict[str, list[str]] = {}
+    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        key, sep, value = s.partition("=")
+        key, value = key.strip().replace("-", "_"), value.strip()
+        if not sep:
+            raise ValueError(f"{path}:{no}: expected 'key = value', got {s!r}")
+        if key in singular:
+            multi.setdefault(singular[key], []).append(value)
+        elif key in known:
+            try:
+                out[key] = _parse_value(key, value, getattr(defaults, key))
+            except ValueError:
+                raise ValueError(f"{path}:{no}: bad value for {key}: {value!r}") from None
+        else:
+            raise ValueError(f"{path}:{no}: unknown setting {key!r}")
+    for k, values in multi.items():
+        out[k] = tuple(values)
+    return out
+
+
+def save(folder: Path, config: CrawlConfig) -> None:
+    from .store import atomic_write   # the one place that rewrites files
+
+    lines = ["# spider settings for this project: edit while no crawl runs, or pass options on resume\n"]
+    for name, value in asdict(config).items():
+        if name in _MULTI:
+            lines += [f"{_MULTI[name]} = {v}\n" for v in value]
+        else:
+            lines.append(f"{name} = {'none' if value is None else value}\n")
+    atomic_write(Path(folder) / SETTINGS, "".join(lines))
+
+
+def build(saved: Mapping[str, Any], given: Mapping[str, Any]) -> CrawlConfig:
+    """Defaults, then saved settings, then options given now (None means not given)."""
+    values = {**saved, **{k: v for k, v in given.items() if v is not None}}
+    for k in ("seeds", "allow", "deny"):
+        if k in values:
+            values[k] = tuple(values[k])
+    cfg = replace(CrawlConfig(), **values)
+    check(cfg)
+    return cfg
+
+
+def check(cfg: CrawlConfig) -> None:
+    """ValueError with a one-line message for settings that cannot work."""
+    if cfg.scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {cfg.scope!r}")
+    for what, n in (("workers", cfg.workers), ("max_attempts", cfg.max_attempts)):
+        if n < 1:
+            raise ValueError(f"{what} must be at least 1")
+    for what, x in (("delay", cfg.delay), ("max_depth", cfg.max_depth), ("max_redirects", cfg.max_redirects),
+                    ("max_links", cfg.max_links)):
+        if x < 0:
+            raise ValueError(f"{what} must not be negative")
+    for what, x in (("connect_timeout", cfg.connect_timeout), ("read_timeout", cfg.read_timeout),
+                    ("max_time", cfg.max_time), ("max_bytes", cfg.max_bytes)):
+        if x <= 0:
+            raise ValueError(f"{what} must be positive")
+    if cfg.max_pages is not None and cfg.max_pages < 0:
+        raise ValueError("max_pages must not be negative")
+    for pattern in cfg.allow + cfg.deny:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"bad regular expression {pattern!r}: {e}") from None
+
+
+__all__ = ["CrawlConfig", "SETTINGS", "DEFAULT_USER_AGENT", "SCOPES", "load", "save", "build", "check"]

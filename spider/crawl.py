@@ -1,0 +1,276 @@
+"""The parent process of a crawl: recover, seed, start N workers, watch them, stop cleanly.
+
+- Only one crawl of a project runs at a time: the parent holds ``crawl.lock`` (a sidecar lock file,
+  inherited by its workers) for the whole run; a second ``crawl NAME`` is refused with a message.
+- At start, unless the last run stopped cleanly and nobody touched the files since, the journal is
+  folded back (``store.recover``): claims of a crawl that was killed go back to pending.
+- A worker that dies is noticed within half a second: its claims go back to the queue and a
+  replacement starts.
+- Ctrl-C (or SIGTERM) once: workers finish the page they are on, release the claims they hold and
+  exit; queue.txt is folded. Twice: workers are killed at once (the next run recovers).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TextIO
+
+from filelock import FileLock, Timeout
+
+from .config import CrawlConfig
+from .records import QueueEntry, is_data, utc_stamp
+from .scope import Admission
+from .store import FileStore, StoreError, atomic_write, is_clean, recover, write_signature
+
+EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
+WORKER_STORE_ERROR = 3
+RUNNING = "running.txt"
+
+
+class CrawlError(Exception):
+    """A crawl that cannot start or go on; the message is one line for the user."""
+
+
+@dataclass
+class Summary:
+    crawled: int
+    hops: int
+    failed: int
+    pending: int
+    rejected: int
+    seconds: float
+    stopped_by: str    # "done", "budget", "interrupted"
+
+    def line(self) -> str:
+        rate = self.crawled / self.seconds if self.seconds > 0 else 0.0
+        hops = f" (+{self.hops} redirects)" if self.hops else ""
+        return (f"crawled {self.crawled}{hops}, failed {self.failed}, pending {self.pending}, "
+                f"rejected {self.rejected} in {self.seconds:.1f} s ({rate:.1f} pages/s)")
+
+
+def count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return sum(1 for line in f if is_data(line))
+
+
+class Crawl:
+    """One run of ``crawl NAME``: owns the workers and the terminal output."""
+
+    def __init__(self, folder: Path, config: CrawlConfig, *, seeds: tuple[str, ...] = (),
+                 out: TextIO = sys.stderr, status_every: float | None = None) -> None:
+        self.folder = Path(folder)
+        self.config = config
+        self.new_seeds = seeds
+        self.out = out
+        self.tty = out.isatty()
+        self.status_every = status_every if status_every is not None else (0.5 if self.tty else 10.0)
+        self.interrupts = 0
+        self.ctx = multiprocessing.get_context("fork")
+        self.stop_event = self.ctx.Event()
+
+    # -- the run -------------------------------------------------------------------------------------
+    def run(self) -> int:
+        lock = FileLock(str(self.folder / "crawl.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise CrawlError(f"a crawl of this project is already running ({self._running_info()}); "
+                             "wait for it or stop it (Ctrl-C) first") from None
+        try:
+            return self._run()
+        finally:
+            try:
+                (self.folder / RUNNING).unlink()
+            except OSError:
+                pass
+            lock.release()
+
+    def _running_info(self) -> str:
+        try:
+            return (self.folder / RUNNING).read_text(encoding="utf-8").strip().replace("\n", ", ")
+        except OSError:
+            return "see crawl.lock"
+
+    def _run(self) -> int:
+        cfg = self.config
+        atomic_write(self.folder / RUNNING, f"pid {os.getpid()}\nstarted {utc_stamp()}\nworkers {cfg.workers}\n")
+        admission = Admission(cfg)
+        seeds = set(cfg.seeds)
+
+        def admit(url: str, depth: int) -> str | None:
+            return None if url in seeds else admission.check(url, depth)
+
+        if not is_clean(self.folder, cfg.key()):
+            rep = recover(self.folder, admit)
+            for problem in rep.problems:
+                self._say(f"warning: {problem}")
+            if rep.recovered_claims:
+                self._say(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
+        store = FileStore(self.folder, max_pages=cfg.max_pages).open()
+        if self.new_seeds:
+            store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in self.new_seeds)
+        if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
+            self._say(f"--max-pages {cfg.max_pages} already reached in this project; "
+                      "nothing to do (raise it to go on)")
+        started = time.monotonic()
+        code = self._supervise(store)
+        counts = store.refresh()
+        if code != EXIT_INTERRUPTED or self.interrupts < 2:
+            if store.fold():
+                write_signature(self.folder, cfg.key())
+        budget = cfg.max_pages is not None and counts.completed >= cfg.max_pages and counts.pending > 0
+        summary = Summary(counts.crawled, counts.hops, counts.failed, store.refresh().pending,
+                          count_lines(self.folder / "rejected.txt"), time.monotonic() - started,
+                          "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"))
+        self._finish_line(summary)
+        return code
+
+    def _finish_line(self, s: Summary) -> None:
+        if self.tty:
+            self.out.write("\r\x1b[K")
+        head = {"done": "done", "budget": "stopped", "interrupted": "interrupted"}[s.stopped_by]
+        self._say(f"{head}: {s.line()}")
+        if s.stopped_by == "budget":
+            self._say(f"--max-pages {self.config.max_pages} reached; {s.pending} URLs still pending "
+                      "(run again with a higher --max-pages to go on)")
+        elif s.stopped_by == "interrupted":
+            self._say("run the same command again to resume")
+
+    # -- workers -------------------------------------------------------------------------------------
+    def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
+        p = self.ctx.Process(target=_worker_main, args=(self.config, store, self.stop_event, os.getpid()),
+                             daemon=False)
+        p.start()
+        return p
+
+    def _supervise(self, store: FileStore) -> int:
+        old_int = signal.signal(signal.SIGINT, self._on_signal)
+        old_term = signal.signal(signal.SIGTERM, self._on_signal)
+        procs: list[multiprocessing.process.BaseProcess] = []
+        try:
+            procs = [self._start_worker(store) for _ in range(self.config.workers)]
+            store.drop_seen()   # the workers have their copies; the parent only watches
+            restarts = 0
+            last_status = 0.0
+            rate = _Rate()
+            while True:
+                if self.interrupts >= 2:
+                    for p in procs:
+                        if p.is_alive():
+                            p.kill()
+                    for p in procs:
+                        p.join()
+                    return EXIT_INTERRUPTED
+                alive = []
+                for p in procs:
+                    p.join(0)
+                    if p.exitcode is None:
+                        alive.append(p)
+                    elif p.exitcode == WORKER_STORE_ERROR:
+                        self.stop_event.set()
+                        raise CrawlError("a worker could not write the project files (see the message above)")
+                    elif p.exitcode != 0 and not self.stop_event.is_set():
+                        n = store.reissue(p.pid or -1)
+                        restarts += 1
+                        if restarts > 10 * self.config.workers:
+                            self.stop_event.set()
+                            raise CrawlError(f"workers keep dying (last exit code {p.exitcode}); see errors.log")
+                        self._say(f"worker {p.pid} died (exit code {p.exitcode}); "
+                                  f"{n} claims back in the queue, starting a replacement")
+                        alive.append(self._start_worker(store))
+                    elif p.exitcode != 0:
+                        store.reissue(p.pid or -1)
+                procs = alive
+                if not procs:
+                    return EXIT_INTERRUPTED if self.interrupts else EXIT_DONE
+                now = time.monotonic()
+                if now - last_status >= self.status_every:
+                    last_status = now
+                    self._status_line(store.refresh(), rate)
+                time.sleep(0.1)
+        except BaseException:
+            self.stop_event.set()
+            for p in procs:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+            raise
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.interrupts += 1
+        self.stop_event.set()
+        if self.interrupts == 1:
+            self._say("\nstopping: finishing the pages in flight (press Ctrl-C again to stop at once)")
+
+    # -- output --------------------------------------------------------------------------------------
+    def _status_line(self, c, rate: "_Rate") -> None:  # type: ignore[no-untyped-def]
+        speed = rate.update(c.crawled + c.failed)
+        text = (f"crawled {c.crawled}  pending {c.pending}  in flight {c.in_flight}  "
+                f"failed {c.failed}  {speed:.1f} pages/s")
+        if self.tty:
+            self.out.write("\r\x1b[K" + text)
+            self.out.flush()
+        else:
+            self._say(f"{utc_stamp()} {text}")
+
+    def _say(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+class _Rate:
+    """Pages per second over the last few seconds."""
+
+    def __init__(self, window: float = 5.0) -> None:
+        self.window = window
+        self.points: list[tuple[float, int]] = []
+
+    def update(self, done: int) -> float:
+        now = time.monotonic()
+        self.points.append((now, done))
+        while len(self.points) > 2 and now - self.points[0][0] > self.window:
+            self.points.pop(0)
+        (t0, d0), (t1, d1) = self.points[0], self.points[-1]
+        return (d1 - d0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def _worker_main(config: CrawlConfig, store: FileStore, stop_event: object, parent: int) -> None:
+    """Entry point of a worker process (forked: it inherits the parent's view of the store)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent decides how to stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from .spider import Spider
+
+    if store.seen:
+        store.after_fork(os.getpid())
+    else:   # a replacement forked after the parent dropped its table builds its own view
+        store = FileStore(store.folder, max_pages=config.max_pages).open()
+    ev = stop_event  # multiprocessing.Event
+
+    def should_stop() -> bool:
+        return ev.is_set() or os.getppid() != parent  # type: ignore[attr-defined]
+
+    def wait(seconds: float) -> bool:
+        return bool(ev.wait(max(0.0, seconds))) or os.getppid() != parent  # type: ignore[attr-defined]
+
+    spider = Spider(config, store, wait=wait)
+    try:
+        spider.run(should_stop)
+    except StoreError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        os._exit(WORKER_STORE_ERROR)
+    finally:
+        spider.close()
+
+
+RunCallback = Callable[[Crawl], None]

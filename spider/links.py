@@ -1,0 +1,342 @@
+"""Link extraction: turn a fetched HTML body into raw link values and page facts.
+
+`LinkFinder` only *finds* things.  It returns attribute values as the page
+wrote them (after HTML character-reference decoding and trimming of HTML
+whitespace at the ends); resolving against the page or ``<base>`` URL,
+normalising and filtering are the crawler's job elsewhere.
+
+Design notes:
+
+* Bytes are decoded in Python (BOM > HTTP charset > ``<meta>``/XML-declaration
+  charset > UTF-8) with ``errors="replace"`` and the resulting ``str`` is handed
+  to libxml2, so undecodable input can never make libxml2 stop early.
+* One ``tree.iter(...)`` pass collects links, ``<base>``, canonical, robots
+  meta and ``<title>``; the visible-text hash is computed afterwards from the
+  same tree.
+* libxml2 aborts a parse at a nesting depth of 2048 (256 without
+  ``huge_tree``).  When that happens the document is re-parsed with all
+  irrelevant tags blanked out, so links after a pathological nest survive.
+* ``parse`` never raises: any failure yields an empty `ParsedPage`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+__all__ = ["Link", "ParsedPage", "LinkFinder"]
+
+# HTML's "ASCII whitespace" (no VT, no Unicode spaces): what browsers trim from URLs.
+_HTML_WS = " \t\n\f\r"
+
+# How far into the body to look for <meta charset> / an XML declaration.
+# WHATWG prescans 1024 bytes; real pages often have a long <head>, so look further.
+_PRESCAN_BYTES = 4096
+
+_META_CHARSET_RE = re.compile(
+    rb"""<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([A-Za-z0-9._:\-]+)""", re.IGNORECASE
+)
+_XML_DECL_CHARSET_RE = re.compile(
+    rb"""\A\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:\-]+)""", re.IGNORECASE
+)
+# lxml refuses a str that starts with an XML declaration carrying an encoding.
+_XML_DECL_RE = re.compile(r"\A\s*<\?xml\b[^>]*>")
+
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+# WHATWG labels Python's codec registry does not know.
+_LABEL_ALIASES: dict[str, str] = {
+    "x-gbk": "gbk",
+    "x-x-big5": "big5",
+    "x-sjis": "shift_jis",
+    "x-mac-roman": "mac-roman",
+    "x-mac-cyrillic": "mac-cyrillic",
+}
+
+# The WHATWG Encoding Standard decodes these (keyed by Python's canonical codec
+# name) with a superset codec; do the same so we see the text browsers see,
+# e.g. iso-8859-1 pages full of cp1252 curly quotes.
+_WEB_SUPERSETS: dict[str, str] = {
+    "ascii": "cp1252",
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "tis-620": "cp874",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "big5": "big5hkscs",
+    "euc_kr": "cp949",
+    "shift_jis": "cp932",
+    "utf-16": "utf-16-le",  # the "utf-16" label without a BOM means little-endian
+}
+
+# Python codecs that are not web charsets (or are dangerous ones, like UTF-7):
+# a page naming them is treated as naming an unknown charset.
+_REJECTED_CODECS = frozenset(
+    {
+        "idna",
+        "punycode",
+        "unicode-escape",
+        "raw-unicode-escape",
+        "undefined",
+        "utf-7",
+        "mbcs",
+        "oem",
+        "charmap",
+    }
+)
+
+# <meta name=robots content="noindex, nofollow">: comma and/or space separated.
+_ROBOTS_SPLIT_RE = re.compile(r"[\s,]+")
+
+# Tags the single pass over the tree cares about.
+_WANTED_TAGS = ("a", "area", "base", "link", "meta", "title")
+# Subtrees whose text is not visible page text (<title> is hashed separately,
+# first, so extra <title>s, e.g. SVG tooltips, are dropped too).
+_INVISIBLE_TAGS = ("script", "style", "noscript", "template", "title")
+
+# Fallback for documents nested beyond libxml2's depth limit: blank out every
+# tag except ones that cannot nest (void, raw-text, self-closing <a>, singletons),
+# which removes the nesting but keeps text and links.  `[^<>]*` keeps the scan
+# linear on hostile input.
+_KEEP_TAGS = "a|area|base|link|meta|title|script|style|textarea|html|head|body"
+_IRRELEVANT_TAG_RE = re.compile(
+    r"</?(?!(?:%s)[\s/>])[A-Za-z][^<>]*>" % _KEEP_TAGS, re.IGNORECASE
+)
+
+_local = threading.local()
+
+
+def _parser() -> etree.HTMLParser:
+    """Per-thread parser: lxml parsers must not be shared between threads."""
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = etree.HTMLParser(
+            recover=True,
+            no_network=True,
+            remove_comments=True,  # comments are neither links nor visible text
+            remove_pis=True,
+            collect_ids=False,
+            default_doctype=False,
+            huge_tree=True,  # depth limit 2048 instead of 256; no entity risk in HTML
+        )
+        _local.parser = parser
+    return parser
+
+
+@dataclass(frozen=True)
+class Link:
+    """One ``<a href>`` / ``<area href>``, value as written in the page."""
+
+    href: str
+    nofollow: bool
+
+
+@dataclass(frozen=True)
+class ParsedPage:
+    """Everything the crawler needs from one HTML page (raw, unresolved)."""
+
+    links: list[Link] = field(default_factory=list)
+    base_href: str | None = None
+    canonical: str | None = None
+    title: str | None = None
+    meta_nofollow: bool = False
+    meta_noindex: bool = False
+    text_hash: str | None = None
+    truncated: bool = False
+
+
+def _codec_for(label: str | bytes | None, *, from_document: bool) -> str | None:
+    """Map a charset label to a usable Python codec name, or None if unusable.
+
+    ``from_document`` labels were found by scanning ASCII-compatible bytes, so
+    a UTF-16/32 claim there is a lie and means UTF-8 (as in the WHATWG spec).
+    """
+    if label is None:
+        return None
+    if isinstance(label, bytes):
+        label = label.decode("ascii", "replace")
+    key = label.strip(_HTML_WS + "\"'").lower()
+    if not key:
+        return None
+    try:
+        info = codecs.lookup(_LABEL_ALIASES.get(key, key))
+    except (LookupError, ValueError, TypeError):
+        return None
+    if not getattr(info, "_is_text_encoding", True):
+        return None  # base64, zlib, rot13, ...
+    name = _WEB_SUPERSETS.get(info.name, info.name)
+    if name.replace("_", "-") in _REJECTED_CODECS:
+        return None
+    if from_document and name.startswith(("utf-16", "utf_16", "utf-32", "utf_32")):
+        return "utf-8"
+    return name
+
+
+def _detect_encoding(body: bytes, charset: str | None = None) -> tuple[str, int]:
+    """Return ``(codec, bom_length)``: BOM > HTTP charset > meta/XML decl > UTF-8."""
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            return codec, len(bom)
+    codec = _codec_for(charset, from_document=False)
+    if codec:
+        return codec, 0
+    head = body[:_PRESCAN_BYTES]
+    match = _META_CHARSET_RE.search(head) or _XML_DECL_CHARSET_RE.match(head)
+    if match:
+        codec = _codec_for(match.group(1), from_document=True)
+        if codec:
+            return codec, 0
+    return "utf-8", 0
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    """Bytes to text; never raises, undecodable bytes become U+FFFD."""
+    codec, skip = _detect_encoding(body, charset)
+    data = body[skip:] if skip else body
+    try:
+        return data.decode(codec, "replace")
+    except Exception:  # a codec that rejects errors="replace" or misbehaves
+        return data.decode("utf-8", "replace")
+
+
+def _tokens(value: str | None) -> list[str]:
+    """Split a rel-like attribute into lower-case tokens."""
+    return value.lower().split() if value else []
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _hit_depth_limit(parser: etree.HTMLParser) -> bool:
+    """True if libxml2 stopped early because the document nested too deeply."""
+    last = parser.error_log.last_error
+    return last is not None and last.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT
+
+
+class LinkFinder:
+    """Parse one page's HTML and report its raw links and page-level facts."""
+
+    def __init__(self, page_url: str, max_links: int = 5000) -> None:
+        if max_links < 0:
+            raise ValueError("max_links must be >= 0")
+        self.page_url = page_url  # kept for callers/logging; nothing is resolved here
+        self.max_links = max_links
+
+    def find_links(self, body: bytes, charset: str | None = None) -> list[str]:
+        """Just the raw hrefs, in document order (the classic tutorial API)."""
+        return [link.href for link in self.parse(body, charset).links]
+
+    def parse(self, body: bytes, charset: str | None = None) -> ParsedPage:
+        """Parse ``body``; ``charset`` is the HTTP Content-Type charset, if any.
+
+        Never raises: unparseable input gives an empty `ParsedPage`.
+        """
+        try:
+            return self._parse(body, charset)
+        except Exception:
+            return ParsedPage()
+
+    def _parse(self, body: bytes, charset: str | None) -> ParsedPage:
+        if not body:
+            return ParsedPage()
+        text = _decode(bytes(body), charset)
+        text = _XML_DECL_RE.sub("", text, count=1)
+        if not text or text.isspace():
+            return ParsedPage()
+        parser = _parser()
+        root = etree.fromstring(text, parser)
+        if root is not None and _hit_depth_limit(parser):
+            flat = _IRRELEVANT_TAG_RE.sub(" ", text)
+            flat_root = etree.fromstring(flat, parser)
+            if flat_root is not None:
+                root = flat_root
+        if root is None:
+            return ParsedPage()
+        return self._extract(root)
+
+    def _extract(self, root: etree._Element) -> ParsedPage:
+        max_links = self.max_links
+        links: list[Link] = []
+        n_links = 0
+        base_href: str | None = None
+        canonical: str | None = None
+        title_el: etree._Element | None = None
+        meta_nofollow = meta_noindex = False
+
+        for el in root.iter(*_WANTED_TAGS):
+            tag = el.tag
+            if tag == "a" or tag == "area":
+                href = el.get("href")
+                if href is None:
+                    continue
+                n_links += 1
+                if n_links <= max_links:
+                    links.append(
+                        Link(href.strip(_HTML_WS), "nofollow" in _tokens(el.get("rel")))
+                    )
+            elif tag == "link":
+                if canonical is None:
+                    href = el.get("href")
+                    if href is not None and "canonical" in _tokens(el.get("rel")):
+                        canonical = href.strip(_HTML_WS)
+            elif tag == "meta":
+                name = el.get("name")
+                if name is not None and name.strip(_HTML_WS).lower() == "robots":
+                    directives = _ROBOTS_SPLIT_RE.split((el.get("content") or "").lower())
+                    if "none" in directives:
+                        meta_nofollow = meta_noindex = True
+                    if "nofollow" in directives:
+                        meta_nofollow = True
+                    if "noindex" in directives:
+                        meta_noindex = True
+            elif tag == "base":
+                if base_href is None:
+                    href = el.get("href")
+                    if href is not None:
+                        base_href = href.strip(_HTML_WS)
+            elif tag == "title":
+                if title_el is None:
+                    title_el = el
+
+        title = _fold("".join(title_el.itertext())) if title_el is not None else None
+        return ParsedPage(
+            links=links,
+            base_href=base_href,
+            canonical=canonical,
+            title=title,
+            meta_nofollow=meta_nofollow,
+            meta_noindex=meta_noindex,
+            text_hash=self._text_hash(root, title),
+            truncated=n_links > max_links,
+        )
+
+    @staticmethod
+    def _text_hash(root: etree._Element, title: str | None) -> str | None:
+        """Hash of the visible text (title + body), insensitive to markup.
+
+        Every text-node boundary counts as whitespace and all whitespace runs
+        fold to one space, so pages differing only in tags, attributes,
+        comments, scripts/styles or whitespace hash the same.  Runs after the
+        link pass because it removes the invisible subtrees from the tree.
+        """
+        # The whole document rather than just <body>: libxml2 hoists some
+        # elements (e.g. a leading <textarea>) into <head>.  <head> holds no
+        # other text once the invisible elements are gone.
+        etree.strip_elements(root, *_INVISIBLE_TAGS, with_tail=False)
+        text = _fold(" ".join(root.itertext()))
+        if title:
+            text = f"{title} {text}" if text else title
+        if not text:
+            return None
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

@@ -1,0 +1,105 @@
+"""Line formats of the project files: one record per line, fields separated by TAB.
+
+Every state file follows the same rule: the line starts with an absolute URL, optional fields
+follow after a TAB, blank lines and lines starting with ``#`` are ignored. URLs that went through
+``spider.urls.normalize`` can hold no TAB, CR, LF or NUL; every other field is passed through
+``clean`` before it is written, so nothing a server sends can break the line format.
+
+| file         | fields after the URL                                               |
+|--------------|--------------------------------------------------------------------|
+| queue.txt    | depth, attempts, not_before (unix time), source page               |
+| crawled.txt  | status, content type, bytes, depth, fetched_at (UTC), final URL    |
+| failed.txt   | reason, depth, fetched_at (UTC)                                    |
+| rejected.txt | reason, source page (``-`` for a seed or a hand-written line)       |
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\n"
+CRAWLED_HEADER = "# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_url\n"
+FAILED_HEADER = "# url\treason\tdepth\tfetched_at\n"
+REJECTED_HEADER = "# url_or_line\treason\tsource\n"
+
+_BAD = str.maketrans({"\t": " ", "\r": " ", "\n": " ", "\x00": " "})
+
+
+def clean(value: object) -> str:
+    """A field safe for the line format: no TAB, CR, LF or NUL, never empty."""
+    text = str(value).translate(_BAD).strip()
+    return text or "-"
+
+
+def utc_stamp(when: float | None = None) -> str:
+    """ISO 8601 UTC, second precision: what every file uses for a point in time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if when is None else when))
+
+
+def is_data(line: str) -> bool:
+    """False for the blank and ``#`` lines that every state file ignores."""
+    s = line.strip()
+    return bool(s) and not s.startswith("#")
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A pending URL: one line of queue.txt."""
+
+    url: str
+    depth: int = 0
+    attempts: int = 0
+    not_before: float = 0.0
+    source: str = "-"
+
+    def line(self) -> str:
+        nb = f"{self.not_before:.3f}" if self.not_before else "0"
+        return f"{self.url}\t{self.depth}\t{self.attempts}\t{nb}\t{clean(self.source)}\n"
+
+
+def parse_queue_line(line: str) -> QueueEntry:
+    """Parse a data line of queue.txt; ValueError names what is wrong.
+
+    Only the URL is required (a person may add a bare URL). The URL is returned as written:
+    callers that accept hand-written lines normalise it.
+    """
+    fields = line.rstrip("\r\n").split("\t")
+    url = fields[0].strip()
+    if not url:
+        raise ValueError("empty URL")
+    try:
+        depth = int(fields[1]) if len(fields) > 1 and fields[1] else 0
+        attempts = int(fields[2]) if len(fields) > 2 and fields[2] else 0
+        not_before = float(fields[3]) if len(fields) > 3 and fields[3] else 0.0
+    except ValueError:
+        raise ValueError("depth, attempts and not_before must be numbers") from None
+    if depth < 0 or attempts < 0:
+        raise ValueError("depth and attempts must not be negative")
+    source = fields[4] if len(fields) > 4 and fields[4] else "-"
+    return QueueEntry(url, depth, attempts, not_before, source)
+
+
+def crawled_line(url: str, status: int, content_type: str, size: int, depth: int,
+                 fetched_at: float, final_url: str = "-") -> str:
+    return (f"{url}\t{status}\t{clean(content_type)}\t{size}\t{depth}\t"
+            f"{utc_stamp(fetched_at)}\t{clean(final_url)}\n")
+
+
+def failed_line(url: str, reason: str, depth: int, fetched_at: float) -> str:
+    return f"{url}\t{clean(reason)}\t{depth}\t{utc_stamp(fetched_at)}\n"
+
+
+def rejected_line(url_or_line: str, reason: str, source: str = "-") -> str:
+    return f"{clean(url_or_line)}\t{clean(reason)}\t{clean(source)}\n"
+
+
+def first_field(line: str) -> str:
+    """The URL of a state-file line (everything before the first TAB)."""
+    return line.split("\t", 1)[0].strip()
+
+
+def is_redirect_hop(line: str) -> bool:
+    """A crawled.txt line for a URL that answered with a redirect (it does not count as a page)."""
+    fields = line.split("\t", 3)
+    return len(fields) > 2 and len(fields[1]) == 3 and fields[1].startswith("3") and fields[1] != "304"

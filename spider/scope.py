@@ -1,0 +1,109 @@
+"""Admission: may this URL enter the queue? One function, answering with a reason.
+
+``Admission.check(url, depth)`` returns None to admit, or the name of the rule that refuses:
+
+- ``depth``: deeper than ``--max-depth`` (a seed is depth 0, its links depth 1, ...);
+- ``scope``: outside the crawl's scope (see ``Scope``);
+- ``deny``: matches a ``--deny`` regular expression;
+- ``allow``: ``--allow`` patterns were given and none matches.
+
+Duplicates are not a refusal: the store drops URLs already queued, in flight, crawled or failed,
+and counts them. Every refusal is written to rejected.txt by the caller with the page it came from.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+from .config import CrawlConfig
+
+
+def hostname(url: str) -> str:
+    """The host of a normalised URL, without userinfo, port or brackets."""
+    return urlsplit(url).hostname or ""
+
+
+def same_site_host(host: str) -> str:
+    """``www.example.com`` and ``example.com`` are one site for the host scope."""
+    return host[4:] if host.startswith("www.") and host.count(".") >= 2 else host
+
+
+@lru_cache(maxsize=1)
+def _psl():  # type: ignore[no-untyped-def]
+    from publicsuffixlist import PublicSuffixList   # bundled Public Suffix List, no network
+    return PublicSuffixList()
+
+
+def registrable_domain(host: str) -> str:
+    """``a.b.example.co.uk`` -> ``example.co.uk`` (Public Suffix List); IPs and single labels stay."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    if "." not in host:
+        return host
+    return _psl().privatesuffix(host) or host
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which URLs belong to the crawl, derived from the seeds.
+
+    - ``host``: the seeds' hosts (``www.`` ignored, any port, http or https);
+    - ``domain``: the seeds' registrable domains and all their subdomains, on label boundaries
+      (``a.example.com`` is in ``example.com``, ``badexample.com`` is not);
+    - ``prefix``: a seed's host and path under the seed's folder (``/docs/`` for ``/docs/intro``).
+    """
+
+    mode: str
+    seeds: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        hosts = [hostname(s) for s in self.seeds]
+        object.__setattr__(self, "_hosts", frozenset(same_site_host(h) for h in hosts))
+        object.__setattr__(self, "_domains", frozenset(registrable_domain(h) for h in hosts))
+        prefixes = []
+        for s in self.seeds:
+            path = urlsplit(s).path or "/"
+            prefixes.append((same_site_host(hostname(s)), path[: path.rfind("/") + 1] or "/"))
+        object.__setattr__(self, "_prefixes", tuple(prefixes))
+
+    def allows(self, url: str) -> bool:
+        host = hostname(url)
+        if self.mode == "host":
+            return same_site_host(host) in self._hosts  # type: ignore[attr-defined]
+        if self.mode == "domain":
+            return any(host == d or host.endswith("." + d) for d in self._domains)  # type: ignore[attr-defined]
+        h = same_site_host(host)
+        path = urlsplit(url).path
+        return any(h == ph and path.startswith(pp) for ph, pp in self._prefixes)  # type: ignore[attr-defined]
+
+
+class Admission:
+    """The one admission decision, built once per worker from the crawl's settings."""
+
+    def __init__(self, config: CrawlConfig) -> None:
+        self.max_depth = config.max_depth
+        self.scope = Scope(config.scope, config.seeds)
+        self.allow = [re.compile(p) for p in config.allow]
+        self.deny = [re.compile(p) for p in config.deny]
+
+    def check(self, url: str, depth: int) -> str | None:
+        if depth > self.max_depth:
+            return "depth"
+        if not self.scope.allows(url):
+            return "scope"
+        if any(p.search(url) for p in self.deny):
+            return "deny"
+        if self.allow and not any(p.search(url) for p in self.allow):
+            return "allow"
+        return None
+
+    def check_seed(self, url: str) -> str | None:
+        """Seeds are in scope by definition and typed by the user: no pattern applies to them."""
+        return None

@@ -1,0 +1,82 @@
+"""A compact set of strings for deduplicating URLs: about 11-21 bytes per member.
+
+A Python ``set`` of URL strings costs well over 100 bytes per URL, and every worker process holds
+one. This keeps only a 64-bit fingerprint per URL in an open-addressing table (linear probing) stored
+in an ``array('q')``, so a million known URLs cost about 16 MB per process instead of ~150 MB.
+
+The fingerprint is Python's own ``hash(str)`` (SipHash, cached on the string object). It is
+randomised per interpreter, which is fine: a table never leaves the process that filled it (forked
+children inherit both the table and the hash secret). Two URLs sharing a 64-bit fingerprint is a
+~1e-8 event at a million URLs; the cost would be one URL wrongly treated as already seen.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Iterable
+
+_EMPTY = 0
+
+
+class SeenSet:
+    """Membership test and insert for strings, by 64-bit fingerprint."""
+
+    __slots__ = ("_table", "_mask", "_count")
+
+    def __init__(self, items: Iterable[str] = (), capacity: int = 1024) -> None:
+        size = 1024
+        while size < capacity * 2:
+            size *= 2
+        self._table = array("q", bytes(8 * size))
+        self._mask = size - 1
+        self._count = 0
+        for item in items:
+            self.add(item)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, key: object) -> bool:
+        h = hash(key) or 1
+        table, mask = self._table, self._mask
+        i = h & mask
+        while True:
+            v = table[i]
+            if v == h:
+                return True
+            if v == _EMPTY:
+                return False
+            i = (i + 1) & mask
+
+    def add(self, key: str) -> bool:
+        """Insert ``key``; True when it was not there before."""
+        h = hash(key) or 1
+        table, mask = self._table, self._mask
+        i = h & mask
+        while True:
+            v = table[i]
+            if v == h:
+                return False
+            if v == _EMPTY:
+                table[i] = h
+                self._count += 1
+                if self._count * 4 > (mask + 1) * 3:
+                    self._grow()
+                return True
+            i = (i + 1) & mask
+
+    def _grow(self) -> None:
+        old = self._table
+        size = (self._mask + 1) * 2
+        table = array("q", bytes(8 * size))
+        mask = size - 1
+        for h in old:
+            if h:
+                i = h & mask
+                while table[i]:
+                    i = (i + 1) & mask
+                table[i] = h
+        self._table, self._mask = table, mask
+
+    def nbytes(self) -> int:
+        return self._table.itemsize * len(self._table)

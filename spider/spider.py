@@ -1,0 +1,227 @@
+"""A worker: claim, fetch, parse, add links, complete; until nothing is pending or in flight.
+
+Each worker process runs one ``Spider``. State lives in the store's files; a worker holds only its
+current claims, a ``requests.Session`` and caches. The order of writes is what makes a kill at any
+instant safe: a page's new links are persisted before the page is recorded as crawled, and the page
+is recorded (one appended line) before its claim is closed in the journal. A kill in between makes
+the next run fetch that page again; it never loses a page or its links.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .config import CrawlConfig
+from .fetch import Fetcher, Response
+from .links import Link, LinkFinder
+from .policy import FetchFailure, Outcome, Verdict, classify, retry_delay
+from .records import QueueEntry, clean, crawled_line, failed_line, rejected_line, utc_stamp
+from .scope import Admission
+from .seen import SeenSet
+from .store import REJECTED, Claim, FileStore, append_text
+from .urls import host_key, resolve
+
+IDLE_MIN, IDLE_MAX = 0.02, 0.5
+
+
+@dataclass
+class LinkReport:
+    """What ``add_links_to_queue`` did with one page's links."""
+
+    found: int = 0
+    added: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+
+
+class Spider:
+    """One worker of a crawl. ``clock`` and ``wait`` are parameters so tests need no patching."""
+
+    def __init__(self, config: CrawlConfig, store: FileStore, *, fetcher: Fetcher | None = None,
+                 clock: Callable[[], float] = time.time,
+                 wait: Callable[[float], bool] | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.fetcher = fetcher or Fetcher(config)
+        self.admission = Admission(config)
+        self.clock = clock
+        self.wait = wait or _sleep   # returns True when the worker should stop
+        self.batch = 1 if config.delay > 0 else 4
+        self._rejected = SeenSet()
+        self._log_fd = os.open(store.folder / "fetch.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        idle = IDLE_MIN
+        while not should_stop():
+            result = self.store.claim(self.batch, self.clock(), self.delay_for)
+            if result.claims:
+                idle = IDLE_MIN
+                for i, claim in enumerate(result.claims):
+                    if should_stop():
+                        for rest in result.claims[i:]:
+                            self.store.settle(rest, "released", requeue=rest.entry)
+                        return
+                    self.crawl_page(claim)
+                continue
+            if result.finished:
+                return
+            pause = idle
+            if result.wait_until is not None:
+                pause = min(IDLE_MAX, max(0.005, result.wait_until - self.clock()))
+            else:
+                idle = min(IDLE_MAX, idle * 2)
+            if self.wait(pause):
+                return
+
+    def delay_for(self, host: str) -> float:
+        """Seconds the next request to ``host`` must wait after this one."""
+        return self.config.delay
+
+    # -- one URL -------------------------------------------------------------------------------------
+    def crawl_page(self, claim: Claim) -> None:
+        """Fetch a claimed URL, following redirects hop by hop, and settle every claim involved."""
+        try:
+            self._crawl(claim)
+        except Exception as exc:   # a bug must not lose the URL nor kill the worker
+            self._log_error(claim.url, exc)
+            self.store.settle(claim, "failed", record=failed_line(
+                claim.url, f"internal error: {type(exc).__name__}", claim.entry.depth, self.clock()))
+
+    def _crawl(self, claim: Claim) -> None:
+        chain = [claim.url]
+        current = claim
+        while True:
+            if current.not_before > self.clock():
+                self.wait(current.not_before - self.clock())
+            result = self.fetcher.fetch(current.url)
+            self._log_fetch(current.url, result)
+            attempts = current.entry.attempts + 1
+            if isinstance(result, FetchFailure):
+                outcome = classify(None, result, attempts, self.config.max_attempts)
+            else:
+                outcome = classify(result.status, None, attempts, self.config.max_attempts,
+                                   has_location=bool(result.location))
+            if outcome.verdict is not Verdict.REDIRECT or isinstance(result, FetchFailure):
+                self._settle(current, outcome, result)
+                return
+            nxt = self._follow(current, result, chain)
+            if nxt is None:
+                return
+            current = nxt
+            chain.append(nxt.url)
+
+    def _follow(self, claim: Claim, resp: Response, chain: list[str]) -> Claim | None:
+        """One redirect hop: check the target, record this URL as a hop, claim the target."""
+        entry, now = claim.entry, self.clock()
+        target = resolve(claim.url, resp.location or "")
+        hop = crawled_line(claim.url, resp.status, resp.content_type or "-", resp.size, entry.depth,
+                           now, target or clean(resp.location))
+        if target is None:
+            self.store.settle(claim, "failed", record=failed_line(
+                claim.url, "redirect to a non-http URL", entry.depth, now))
+            return None
+        if target in chain:
+            self.store.settle(claim, "failed", record=failed_line(claim.url, "redirect loop", entry.depth, now))
+            return None
+        if len(chain) > self.config.max_redirects:
+            self.store.settle(claim, "failed", record=failed_line(
+                claim.url, f"more than {self.config.max_redirects} redirects", entry.depth, now))
+            return None
+        reason = self.admission.check(target, entry.depth)
+        if reason:
+            self._reject([(target, reason, claim.url)])
+            self.store.settle(claim, "hop", record=hop)
+            return None
+        nxt = self.store.admit_and_claim(QueueEntry(target, entry.depth, 0, 0.0, claim.url),
+                                         now, self.delay_for(host_key(target)))
+        self.store.settle(claim, "hop", record=hop)
+        return nxt   # None: the target is already known (pending, in flight, crawled or failed)
+
+    def _settle(self, claim: Claim, outcome: Outcome, result: Response | FetchFailure) -> None:
+        entry, now = claim.entry, self.clock()
+        v = outcome.verdict
+        if v is Verdict.CRAWLED and isinstance(result, Response):
+            if result.is_html and result.body:
+                page = LinkFinder(result.url, self.config.max_links).parse(result.body, result.charset)
+                base = claim.url
+                if page.base_href is not None:
+                    base = resolve(claim.url, page.base_href) or claim.url
+                self.add_links_to_queue(claim.url, page.links, entry.depth, base)
+            self.store.settle(claim, "crawled", record=crawled_line(
+                claim.url, result.status, result.content_type or "-", result.size, entry.depth, now))
+        elif v is Verdict.RETRY:
+            again = QueueEntry(entry.url, entry.depth, entry.attempts + 1,
+                               now + retry_delay(entry.attempts + 1), entry.source)
+            self.store.settle(claim, "retry", requeue=again)
+        else:
+            self.store.settle(claim, "failed", record=failed_line(claim.url, outcome.reason, entry.depth, now))
+
+    # -- links ---------------------------------------------------------------------------------------
+    def add_links_to_queue(self, page_url: str, links: Iterable[Link | str], depth: int,
+                           base_url: str | None = None) -> LinkReport:
+        """Resolve, normalise, scope, deduplicate and persist the links found on a page.
+
+        ``depth`` is the page's own depth; its links are one deeper. Links are resolved against
+        ``base_url`` (the page's ``<base href>``, resolved) or the page URL. Refused links go to
+        rejected.txt with the rule's name and this page; duplicates are counted, not logged.
+        """
+        base = base_url or page_url
+        report = LinkReport()
+        batch: dict[str, QueueEntry] = {}
+        refused: list[tuple[str, str, str]] = []
+        known = self.store.seen
+        for link in links:
+            href = link.href if isinstance(link, Link) else link
+            report.found += 1
+            url = resolve(base, href)
+            if url is None:
+                continue
+            if url in batch or url in known:
+                report.duplicates += 1
+                continue
+            reason = self.admission.check(url, depth + 1)
+            if reason:
+                report.rejected += 1
+                refused.append((url, reason, page_url))
+                continue
+            batch[url] = QueueEntry(url, depth + 1, 0, 0.0, page_url)
+        if refused:
+            self._reject(refused)
+        if batch:
+            added = self.store.add(batch.values())
+            report.added = len(added)
+            report.duplicates += len(batch) - len(added)
+        return report
+
+    def _reject(self, items: list[tuple[str, str, str]]) -> None:
+        """Log each refused URL once per worker (the same menu link is refused on every page)."""
+        lines = [rejected_line(u, r, s) for u, r, s in items if self._rejected.add(u)]
+        if lines:
+            append_text(self.store.folder / REJECTED, "".join(lines))
+
+    # -- logs ----------------------------------------------------------------------------------------
+    def _log_fetch(self, url: str, result: Response | FetchFailure) -> None:
+        if isinstance(result, FetchFailure):
+            what, size, ms = result.kind, 0, 0
+        else:
+            what, size, ms = str(result.status), result.size, int(result.elapsed * 1000)
+        line = f"{utc_stamp(self.clock())}\t{os.getpid()}\t{clean(what)}\t{size}\t{ms}\t{url}\n"
+        os.write(self._log_fd, line.encode())
+
+    def _log_error(self, url: str, exc: BaseException) -> None:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        append_text(self.store.folder / "errors.log", f"{utc_stamp()} pid {os.getpid()} {url}\n{text}\n")
+
+    def close(self) -> None:
+        self.fetcher.close()
+        os.close(self._log_fd)
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(max(0.0, seconds))
+    return False

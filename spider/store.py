@@ -1,0 +1,744 @@
+"""The frontier store and its claim protocol: every state change of a URL, in one file.
+
+A URL is in exactly one state: pending (a line of queue.txt not yet claimed), in flight (claimed
+by a live worker), crawled (a line of crawled.txt) or failed (a line of failed.txt). The files:
+
+- ``queue.txt``: pending URLs. During a run it is only appended to (new links, retries, released
+  claims); the lines at its head that have been claimed stay in the file until the run ends (or the
+  next run starts), when it is rewritten atomically with only the pending lines. ``claims.txt`` says
+  which lines are taken, so nothing needs to rewrite a big file per page.
+- ``claims.txt``: an append-only journal of the claim protocol, one record per line:
+
+  ``C <offset> <end> <owner pid> <host next-allowed time> <queue line>``  a worker claimed the
+  queue line at bytes [offset, end) and reserved its host until that time;
+  ``S <offset> <end> <counted>``  a line skipped (blank, comment, or garbage reported in rejected.txt);
+  ``D <kind> <url>``  the claim on url is over (crawled, failed, hop, retry, released, reissued);
+  ``H <host> <time>``  a host reservation without a queue line.
+
+- ``crawled.txt`` / ``failed.txt`` / ``rejected.txt``: append-only outcome logs (``records``).
+
+The claim step: take ``frontier.lock`` (a sidecar file, never a data file), read what other
+processes appended since our last look (incremental reads of append-only files, so the cost does
+not grow with the queue), scan a bounded window of queue.txt from the first unclaimed line for
+eligible URLs (host ready, retry time come, budget left), append one journal write, release the
+lock. Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which
+a kill cannot tear. Whole-file rewrites (start and end of a run) go through ``atomic_write``.
+
+Each process keeps derived state: the journal cursor, hosts' next-allowed times, in-flight claims
+and a ``SeenSet`` of every URL ever queued, crawled or failed (deduplication without re-reading
+files). A replaced file (new inode) makes a process rebuild its view from the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from filelock import FileLock, Timeout
+
+from .records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
+                      first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
+from .seen import SeenSet
+from .urls import host_key, normalize
+
+QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED = ("queue.txt", "claims.txt", "crawled.txt",
+                                             "failed.txt", "rejected.txt")
+HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
+           REJECTED: REJECTED_HEADER, CLAIMS: "# claim journal of the running crawl; see README\n"}
+LOCK_TIMEOUT = 120.0
+WINDOW_BYTES = 512 * 1024   # how far past the first unclaimed line one claim may look
+WINDOW_LINES = 4000
+COUNTED = frozenset({"crawled", "failed"})   # kinds of D records that use up --max-pages
+
+
+class StoreError(Exception):
+    """A project file could not be read, written or locked (disk full, permissions, ...)."""
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: temp file in the same folder, flush, fsync, os.replace."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable too
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append whole lines with a single write call, which a kill cannot tear."""
+    data = text.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(f"short write to {path}")
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A URL taken by one worker: the queue line it came from and who holds it."""
+
+    entry: QueueEntry
+    owner: int
+    not_before: float = 0.0   # the host's slot: do not send the request before this time
+
+    @property
+    def url(self) -> str:
+        return self.entry.url
+
+
+@dataclass
+class ClaimResult:
+    claims: list[Claim]
+    pending: int
+    in_flight: int
+    wait_until: float | None = None   # earliest time a blocked pending URL becomes eligible
+    budget_reached: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """Nothing left to do for anyone: no work pending (or budget used up) and none in flight."""
+        return not self.claims and self.in_flight == 0 and (self.pending == 0 or self.budget_reached)
+
+
+@dataclass
+class Counts:
+    pending: int = 0
+    in_flight: int = 0
+    crawled: int = 0     # pages (redirect hops not included)
+    hops: int = 0        # URLs that answered with a redirect
+    failed: int = 0
+    in_flight_by_owner: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> int:
+        return self.crawled + self.failed
+
+
+class _File:
+    """One project file held open for reading new lines and appending whole lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+        self.ino: int | None = None
+        self.pos = 0
+
+    def reopen_if_replaced(self) -> bool:
+        """True when the file was replaced (or first opened): the reader must start over."""
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if ino == self.ino and self.fd is not None:
+            return False
+        self.close()
+        if ino is None:
+            try:
+                append_text(self.path, HEADERS.get(self.path.name, ""))
+            except PermissionError:
+                pass
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        except PermissionError:   # a read-only project can still be reported on
+            self.fd = os.open(self.path, os.O_RDONLY)
+        self.ino = os.fstat(self.fd).st_ino
+        self.pos = 0
+        return True
+
+    def read_new(self) -> Iterator[tuple[int, int, str]]:
+        """Complete lines appended since the last call, with their byte offsets."""
+        assert self.fd is not None
+        size = os.fstat(self.fd).st_size
+        if size <= self.pos:
+            return
+        data = os.pread(self.fd, size - self.pos, self.pos)
+        stop = data.rfind(b"\n") + 1   # a line still being written waits for the next call
+        base = self.pos
+        self.pos += stop
+        start = 0
+        while start < stop:
+            nl = data.index(b"\n", start) + 1
+            yield base + start, base + nl, data[start:nl].decode("utf-8", "replace")
+            start = nl
+
+    def read_at(self, offset: int, limit: int) -> bytes:
+        assert self.fd is not None
+        return os.pread(self.fd, limit, offset)
+
+    def append(self, text: str) -> int:
+        """Append whole lines; returns the offset they start at."""
+        assert self.fd is not None
+        data = text.encode("utf-8")
+        offset = os.fstat(self.fd).st_size
+        if os.write(self.fd, data) != len(data):
+            raise OSError(f"short write to {self.path}")
+        return offset
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd, self.ino, self.pos = None, None, 0
+
+
+class FileStore:
+    """The frontier of one project folder, shared by every worker through its files."""
+
+    def __init__(self, folder: Path, *, owner: int | None = None, max_pages: int | None = None,
+                 track_seen: bool = True) -> None:
+        self.folder = Path(folder)
+        self.owner = os.getpid() if owner is None else owner
+        self.max_pages = max_pages
+        self.lock = FileLock(str(self.folder / "frontier.lock"), timeout=LOCK_TIMEOUT)
+        self._queue = _File(self.folder / QUEUE)
+        self._claims = _File(self.folder / CLAIMS)
+        self._track_seen = track_seen
+        self.seen = SeenSet()
+        self._base = Counts()
+        self._reset_view()
+
+    # -- derived state ---------------------------------------------------------------------------
+    def _reset_view(self) -> None:
+        self._cursor = 0                   # first byte of queue.txt not consumed
+        self._ahead: dict[int, int] = {}   # lines consumed out of order: offset -> end
+        self._lines = 0                    # data lines in queue.txt
+        self._consumed = 0                 # data lines of queue.txt claimed or skipped
+        self._host_next: dict[str, float] = {}
+        self._inflight: dict[str, tuple[int, str]] = {}   # url -> (owner, queue line)
+        self._crawled = 0
+        self._hops = 0
+        self._failed = 0
+
+    def open(self, *, lock: bool = True) -> "FileStore":
+        """Build this process's view from the files (call once, then share it with forked workers).
+
+        ``lock=False`` is for readers such as ``status``: a consistent-enough snapshot without
+        holding up the workers while a big queue is read.
+        """
+        self._guard(self._open, lock)
+        return self
+
+    def _open(self, lock: bool) -> None:
+        with (self.lock if lock else contextlib.nullcontext()):
+            self._base = Counts()
+            for name in (CRAWLED, FAILED):
+                path = self.folder / name
+                if not path.exists():
+                    append_text(path, HEADERS[name])
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        if not is_data(line):
+                            continue
+                        if self._track_seen:
+                            self.seen.add(first_field(line))
+                        if name == FAILED:
+                            self._base.failed += 1
+                        elif is_redirect_hop(line):
+                            self._base.hops += 1
+                        else:
+                            self._base.crawled += 1
+            self._queue.close()
+            self._claims.close()
+            self._sync()
+
+    def _sync(self) -> None:
+        """Catch up with what other processes appended (caller holds the lock)."""
+        if self._queue.reopen_if_replaced() | self._claims.reopen_if_replaced():
+            self._queue.pos = 0
+            self._claims.pos = 0
+            keep = (self._crawled, self._hops, self._failed)
+            self._reset_view()
+            self._crawled, self._hops, self._failed = keep
+        seen, track = self.seen, self._track_seen
+        for _off, _end, line in self._queue.read_new():
+            if is_data(line):
+                self._lines += 1
+                if track:
+                    seen.add(line.split("\t", 1)[0].strip())
+        for _off, _end, line in self._claims.read_new():
+            self._apply(line)
+
+    def _apply(self, record: str) -> None:
+        kind = record[:1]
+        if kind == "C":
+            _, off, end, owner, nxt, qline = record.rstrip("\n").split("\t", 5)
+            self._consume(int(off), int(end), True)
+            url = qline.split("\t", 1)[0]
+            self._inflight[url] = (int(owner), qline)
+            host = host_key(url)
+            t = float(nxt)
+            if t > self._host_next.get(host, 0.0):
+                self._host_next[host] = t
+        elif kind == "D":
+            _, what, url = record.rstrip("\n").split("\t", 2)
+            self._inflight.pop(url, None)
+            if what == "crawled":
+                self._crawled += 1
+            elif what == "failed":
+                self._failed += 1
+            elif what == "hop":
+                self._hops += 1
+        elif kind == "S":
+            _, off, end, counted = record.rstrip("\n").split("\t")
+            self._consume(int(off), int(end), counted == "1")
+        elif kind == "H":
+            _, host, nxt = record.rstrip("\n").split("\t")
+            t = float(nxt)
+            if t > self._host_next.get(host, 0.0):
+                self._host_next[host] = t
+
+    def _consume(self, off: int, end: int, counted: bool) -> None:
+        if off < 0:
+            return
+        if counted:
+            self._consumed += 1
+        if off == self._cursor:
+            self._cursor = end
+            while self._cursor in self._ahead:
+                self._cursor = self._ahead.pop(self._cursor)
+        elif off > self._cursor:
+            self._ahead[off] = end
+
+    def _journal(self, records: list[str]) -> None:
+        """Append journal records and apply them to our own view (caller holds the lock, synced)."""
+        if not records:
+            return
+        self._claims.append("".join(records))
+        self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
+        for r in records:
+            self._apply(r)
+
+    def _guard(self, fn: Callable[..., object], *args: object) -> object:
+        try:
+            return fn(*args)
+        except Timeout:
+            raise StoreError(f"could not lock {self.lock.lock_file} within {LOCK_TIMEOUT:.0f} s") from None
+        except OSError as e:
+            raise StoreError(f"{e.filename or self.folder}: {e.strerror or e}") from None
+
+    # -- counts ----------------------------------------------------------------------------------
+    def counts(self) -> Counts:
+        """Current numbers as this process sees them (call ``refresh`` first for fresh ones)."""
+        by_owner: dict[int, int] = {}
+        for owner, _ in self._inflight.values():
+            by_owner[owner] = by_owner.get(owner, 0) + 1
+        return Counts(
+            pending=self._lines - self._consumed,
+            in_flight=len(self._inflight),
+            crawled=self._base.crawled + self._crawled,
+            hops=self._base.hops + self._hops,
+            failed=self._base.failed + self._failed,
+            in_flight_by_owner=by_owner,
+        )
+
+    def refresh(self) -> Counts:
+        def go() -> Counts:
+            with self.lock:
+                self._sync()
+            return self.counts()
+        return self._guard(go)  # type: ignore[return-value]
+
+    def in_flight(self) -> dict[str, int]:
+        """url -> owner pid of every claim not yet settled."""
+        return {url: owner for url, (owner, _) in self._inflight.items()}
+
+    # -- the claim step --------------------------------------------------------------------------
+    def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
+        """Take up to ``limit`` eligible pending URLs for this owner (see module docstring)."""
+        return self._guard(self._claim, limit, now, delay_for)  # type: ignore[return-value]
+
+    def _claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
+        with self.lock:
+            self._sync()
+            budget_reached = False
+            if self.max_pages is not None:
+                c = self.counts()
+                left = self.max_pages - c.completed - c.in_flight
+                if left <= 0:
+                    return ClaimResult([], c.pending, c.in_flight, None, True)
+                limit = min(limit, left)
+            taken: list[Claim] = []
+            wait: float | None = None
+            records: list[str] = []
+            for off, end, line in self._window():
+                if off in self._ahead:
+                    continue
+                if not is_data(line):
+                    self._journal([f"S\t{off}\t{end}\t0\n"])
+                    continue
+                try:
+                    entry = parse_queue_line(line)
+                    if not entry.url.startswith(("http://", "https://")):
+                        raise ValueError("not an http(s) URL")
+                except ValueError as e:
+                    # Edited while running: report and move it to rejected.txt, never drop it.
+                    append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {e}"))
+                    self._journal([f"S\t{off}\t{end}\t1\n"])
+                    continue
+                if entry.not_before > now:
+                    wait = entry.not_before if wait is None else min(wait, entry.not_before)
+                    continue
+                host = host_key(entry.url)
+                ready = self._host_next.get(host, 0.0)
+                if ready > now:
+                    wait = ready if wait is None else min(wait, ready)
+                    continue
+                nxt = now + delay_for(host)
+                rec = f"C\t{off}\t{end}\t{self.owner}\t{nxt:.3f}\t{line.rstrip(chr(10))}\n"
+                self._apply(rec)   # so the next line of this host sees the reservation
+                records.append(rec)
+                taken.append(Claim(entry, self.owner))
+                if len(taken) >= limit:
+                    break
+            if records:
+                self._claims.append("".join(records))
+                self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
+            c = self.counts()
+            return ClaimResult(taken, c.pending, c.in_flight, wait, budget_reached)
+
+    def _window(self) -> Iterator[tuple[int, int, str]]:
+        """Lines of queue.txt from the first unclaimed one, up to the window's limits."""
+        pos, stop, lines, chunk = self._cursor, self._queue.pos, 0, 8192
+        while pos < stop and pos - self._cursor < WINDOW_BYTES and lines < WINDOW_LINES:
+            data = self._queue.read_at(pos, min(chunk, stop - pos))
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                if len(data) >= stop - pos:
+                    return
+                chunk *= 4
+                continue
+            start = 0
+            while start < cut:
+                nl = data.index(b"\n", start) + 1
+                yield pos + start, pos + nl, data[start:nl].decode("utf-8", "replace")
+                lines += 1
+                start = nl
+            pos += cut
+            chunk = min(chunk * 4, 256 * 1024)
+
+    # -- adding and settling -----------------------------------------------------------------------
+    def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
+        """Persist the entries whose URL was never queued, crawled or failed; returns those."""
+        return self._guard(self._add, list(entries))  # type: ignore[return-value]
+
+    def _add(self, entries: list[QueueEntry]) -> list[QueueEntry]:
+        with self.lock:
+            self._sync()
+            new = [e for e in entries if self.seen.add(e.url)]
+            if new:
+                self._queue.append("".join(e.line() for e in new))
+                self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
+                self._lines += len(new)
+            return new
+
+    def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
+        """A redirect target: queue and claim it at once, or None when its URL is already known.
+
+        The claim reserves the target host's next slot; ``Claim.not_before`` says when that is.
+        """
+        return self._guard(self._admit_and_claim, entry, now, delay)  # type: ignore[return-value]
+
+    def _admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
+        with self.lock:
+            self._sync()
+            if not self.seen.add(entry.url):
+                return None
+            line = entry.line()
+            off = self._queue.append(line)
+            self._queue.pos = off + len(line.encode("utf-8"))
+            self._lines += 1
+            host = host_key(entry.url)
+            start = max(now, self._host_next.get(host, 0.0))
+            self._journal([f"C\t{off}\t{self._queue.pos}\t{self.owner}\t{start + delay:.3f}\t{line[:-1]}\n"])
+            return Claim(entry, self.owner, start)
+
+    def settle(self, claim: Claim, kind: str, *, record: str | None = None,
+               requeue: QueueEntry | None = None) -> None:
+        """End a claim: ``kind`` is crawled, failed, hop (with its ``record`` line), retry
+        (with the ``requeue`` entry) or released. The outcome line is written before the journal
+        record, so a kill in between re-fetches the page rather than losing it."""
+        self._guard(self._settle, claim, kind, record, requeue)
+
+    def _settle(self, claim: Claim, kind: str, record: str | None, requeue: QueueEntry | None) -> None:
+        with self.lock:
+            self._sync()
+            if record is not None:
+                append_text(self.folder / (FAILED if kind == "failed" else CRAWLED), record)
+            if requeue is not None:
+                self._queue.append(requeue.line())
+                self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
+                self._lines += 1
+            self._journal([f"D\t{kind}\t{claim.url}\n"])
+
+    def reissue(self, owner: int) -> int:
+        """Put the claims of a dead owner back in the queue; returns how many."""
+        return self._guard(self._reissue, owner)  # type: ignore[return-value]
+
+    def _reissue(self, owner: int) -> int:
+        with self.lock:
+            self._sync()
+            lost = [(url, qline) for url, (o, qline) in self._inflight.items() if o == owner]
+            if lost:
+                self._queue.append("".join(q + "\n" for _, q in lost))
+                self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
+                self._lines += len(lost)
+                self._journal([f"D\treissued\t{url}\n" for url, _ in lost])
+            return len(lost)
+
+    def reserve_host(self, host: str, until: float) -> None:
+        """Push a host's next-allowed time forward (e.g. after it answered 429)."""
+        def go() -> None:
+            with self.lock:
+                self._sync()
+                self._journal([f"H\t{host}\t{until:.3f}\n"])
+        self._guard(go)
+
+    def reject(self, url_or_line: str, reason: str, source: str = "-") -> None:
+        self._guard(append_text, self.folder / REJECTED, rejected_line(url_or_line, reason, source))
+
+    def fold(self) -> bool:
+        """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.
+
+        A byte copy of the unclaimed ranges (no parsing), so it is cheap even for a huge queue.
+        Returns False (and changes nothing) while any claim is still in flight.
+        """
+        def go() -> bool:
+            with self.lock:
+                self._sync()
+                if self._inflight:
+                    return False
+                qpath = self.folder / QUEUE
+                tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
+                with open(tmp, "wb") as out:
+                    out.write(QUEUE_HEADER.encode())
+                    pos, stop = self._cursor, self._queue.pos
+                    if pos == 0 and self._queue.read_at(0, 1) == b"#":   # the old header line
+                        pos = self._queue.read_at(0, 4096).find(b"\n") + 1
+                    for off in sorted(o for o in self._ahead if o >= pos) + [stop]:
+                        while pos < off:
+                            n = min(off - pos, 1 << 20)
+                            out.write(self._queue.read_at(pos, n))
+                            pos += n
+                        pos = max(pos, self._ahead.get(off, off))
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, qpath)
+                atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS])
+                self._sync()
+                return True
+        return bool(self._guard(go))
+
+    def pending_entries(self) -> Iterator[QueueEntry]:
+        """The unclaimed lines of queue.txt, in order (for reports; not under the lock)."""
+        pos, stop = self._cursor, self._queue.pos
+        with open(self.folder / QUEUE, "rb") as f:
+            f.seek(pos)
+            for raw in f:
+                off, pos = pos, pos + len(raw)
+                if off >= stop:
+                    break
+                line = raw.decode("utf-8", "replace")
+                if off in self._ahead or not is_data(line):
+                    continue
+                try:
+                    yield parse_queue_line(line)
+                except ValueError:
+                    continue
+
+    def after_fork(self, owner: int) -> None:
+        """In a forked worker: new lock object (filelock refuses inherited ones), new owner."""
+        self.owner = owner
+        self.lock = FileLock(str(self.folder / "frontier.lock"), timeout=LOCK_TIMEOUT)
+
+    def drop_seen(self) -> None:
+        """Free the dedup table in a process that will only watch (the parent after forking)."""
+        self.seen = SeenSet()
+        self._track_seen = False
+
+
+# -- start and end of a run: rebuild queue.txt with exactly the pending URLs --------------------
+
+SIGNATURE = "frontier.txt"
+
+
+@dataclass
+class Repair:
+    """What recovery found: problems are reported to the user and kept in rejected.txt."""
+
+    pending: int = 0
+    recovered_claims: int = 0
+    problems: list[str] = field(default_factory=list)
+    skipped: bool = False   # the files were exactly as the last clean stop left them
+
+
+def _signature(folder: Path, settings_key: str) -> str:
+    st = os.stat(folder / QUEUE)
+    return f"queue.txt {st.st_ino} {st.st_size} {st.st_mtime_ns}\nsettings {settings_key}\n"
+
+
+def write_signature(folder: Path, settings_key: str) -> None:
+    """Remember how a clean stop left queue.txt, so the next start can skip the full check."""
+    atomic_write(folder / SIGNATURE, "# queue.txt as the last clean stop left it (a cache; safe to delete)\n"
+                 + _signature(folder, settings_key))
+
+
+def is_clean(folder: Path, settings_key: str) -> bool:
+    """True when the last run stopped cleanly and nobody touched queue.txt or the settings since."""
+    try:
+        sig = (folder / SIGNATURE).read_text(encoding="utf-8").split("\n", 1)[1]
+        claims = (folder / CLAIMS).read_text(encoding="utf-8")
+        return sig == _signature(folder, settings_key) and not any(map(is_data, claims.splitlines()))
+    except (OSError, IndexError):
+        return False
+
+
+def _trusted(line: str) -> bool:
+    """A full line the crawler wrote itself: its URL is already normalised."""
+    return line.count("\t") >= 4 and line.startswith(("http://", "https://"))
+
+
+def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
+    """Fold the journal into the files. Only while no worker runs (the caller holds crawl.lock).
+
+    1. crawled.txt and failed.txt: a line that does not parse (hand edit, or a line torn by power
+       loss) is reported and moved to rejected.txt; the file is rewritten atomically without it.
+    2. queue.txt + claims.txt: pending = every queued URL and every claim not settled, minus what is
+       crawled or failed; a URL queued twice keeps its last line (the latest attempts count).
+       Hand-written lines are normalised; a line that is not a crawlable URL is reported (file and
+       line number) and moved to rejected.txt; a URL the current settings refuse (``admit``
+       returns a reason) is moved there with that reason.
+    3. queue.txt is rewritten atomically; claims.txt is emptied atomically.
+
+    Memory stays at a few bytes per URL (``SeenSet`` fingerprints, two passes over queue.txt).
+    """
+    folder = Path(folder)
+    rep = Repair()
+    rejected: list[str] = []
+    done = SeenSet()
+    for name in (CRAWLED, FAILED):
+        _repair_outcome_file(folder / name, rep, rejected, done)
+
+    qpath, cpath = folder / QUEUE, folder / CLAIMS
+    inflight: dict[str, str] = {}
+    if cpath.exists():
+        with open(cpath, encoding="utf-8", errors="replace") as f:
+            for rec in f:
+                if rec.startswith("C\t") and rec.endswith("\n"):
+                    qline = rec.rstrip("\n").split("\t", 5)[5]
+                    inflight[qline.split("\t", 1)[0]] = qline
+                elif rec.startswith("D\t"):
+                    inflight.pop(rec.rstrip("\n").split("\t", 2)[2], None)
+
+    def entries(report: bool) -> Iterator[tuple[int, QueueEntry]]:
+        if not qpath.exists():
+            return
+        with open(qpath, encoding="utf-8", errors="replace", newline="") as f:
+            for no, raw in enumerate(f, 1):
+                if not is_data(raw):
+                    continue
+                line = raw.rstrip("\r\n")
+                try:
+                    if not raw.endswith("\n") and "\t" in line and line.count("\t") < 4:
+                        raise ValueError("torn last line")
+                    e = parse_queue_line(line)
+                    url = e.url if _trusted(line) else normalize(e.url)
+                except ValueError as err:
+                    if report:
+                        rep.problems.append(f"{QUEUE}:{no}: not a crawlable URL ({err}): {line[:200]!r}")
+                        rejected.append(rejected_line(line, f"{QUEUE}:{no}: {err}"))
+                    continue
+                yield no, (e if url == e.url else QueueEntry(url, e.depth, e.attempts, e.not_before, e.source))
+
+    first, last = SeenSet(), {}   # last line number of URLs queued more than once
+    for no, e in entries(True):
+        if not first.add(e.url):
+            last[e.url] = no
+    tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
+    written = SeenSet()
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(QUEUE_HEADER)
+
+        def keep(e: QueueEntry) -> None:
+            if e.url in done or e.url in written:
+                return
+            reason = admit(e.url, e.depth)
+            if reason:
+                rejected.append(rejected_line(e.url, reason, e.source))
+                return
+            written.add(e.url)
+            out.write(e.line())
+            rep.pending += 1
+
+        for no, e in entries(False):
+            if last.get(e.url, no) == no:
+                keep(e)
+        for url, qline in inflight.items():
+            try:
+                e = parse_queue_line(qline)
+            except ValueError:
+                continue
+            if url not in done and url not in written:
+                rep.recovered_claims += 1
+                keep(e)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, qpath)
+    if rejected:
+        append_text(folder / REJECTED, "".join(rejected))
+    atomic_write(cpath, HEADERS[CLAIMS])
+    return rep
+
+
+def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: SeenSet) -> None:
+    """Collect the URLs of crawled/failed; unparsable lines reported and moved to rejected.txt."""
+    if not path.exists():
+        atomic_write(path, HEADERS[path.name])
+        return
+    keep: list[str] = []
+    bad = False
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        for no, raw in enumerate(f, 1):
+            if not is_data(raw):
+                keep.append(raw if raw.endswith("\n") else raw + "\n")
+                continue
+            line = raw.rstrip("\r\n")
+            url = first_field(line)
+            torn = not raw.endswith("\n")   # the crawler writes whole lines: a cut one is a torn write
+            ok = not torn and url.startswith(("http://", "https://")) and (path.name != FAILED or "\t" in line)
+            if ok and line.count("\t") < 3:   # not one of our own lines: check the URL
+                try:
+                    ok = normalize(url) == url
+                except ValueError:
+                    ok = False
+            if not ok:
+                what = "torn last line" if torn else "not a URL record"
+                rep.problems.append(f"{path.name}:{no}: {what}, moved to rejected.txt: {line[:200]!r}")
+                rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
+                bad = True
+                continue
+            if not raw.endswith("\n") or raw.endswith("\r\n"):
+                bad = True   # a hand edit without a final newline or with CRLF: fix the ending
+            keep.append(line + "\n")
+            done.add(url)
+    if bad:
+        atomic_write(path, "".join(keep))

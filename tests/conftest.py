@@ -1,0 +1,71 @@
+"""Shared fixtures: loopback test sites, the demo site, a projects folder, and no proxies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from sitekit import TestSite
+
+PROXY_VARIABLES = (
+    "http_proxy",
+    "https_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests talk to 127.0.0.0/8 only; a proxy from the environment must never get involved."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "*")
+
+
+@pytest.fixture
+def site() -> Iterator[TestSite]:
+    """A started `TestSite` on 127.0.0.1 with no routes (unknown paths answer 404)."""
+    with TestSite() as test_site:
+        yield test_site
+
+
+@pytest.fixture
+def make_site() -> Iterator[Callable[..., TestSite]]:
+    """Factory for extra started sites, e.g. ``make_site("127.0.0.2")`` for multi-host tests."""
+    sites: list[TestSite] = []
+
+    def factory(host: str = "127.0.0.1", port: int = 0) -> TestSite:
+        new = TestSite(host, port).start()
+        sites.append(new)
+        return new
+
+    yield factory
+    for started in sites:
+        started.stop()
+
+
+@pytest.fixture
+def demo_url() -> Iterator[str]:
+    """Base URL (``http://127.0.0.1:PORT/``) of the bundled demo site, served for one test."""
+    from spider.demo import serve
+
+    server, url = serve()
+    try:
+        yield url
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def projects_dir(tmp_path: Path) -> Path:
+    """An empty folder to hold crawl projects, instead of the repository's ``projects/``."""
+    path = tmp_path / "projects"
+    path.mkdir()
+    return path
