@@ -22,7 +22,7 @@ from .policy import FetchFailure, Outcome, Verdict, classify, retry_delay
 from .records import QueueEntry, clean, crawled_line, failed_line, rejected_line, utc_stamp
 from .scope import Admission
 from .seen import SeenSet
-from .store import REJECTED, Claim, FileStore, append_text
+from .store import Claim, Store
 from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
@@ -41,7 +41,7 @@ class LinkReport:
 class Spider:
     """One worker of a crawl. ``clock`` and ``wait`` are parameters so tests need no patching."""
 
-    def __init__(self, config: CrawlConfig, store: FileStore, *, fetcher: Fetcher | None = None,
+    def __init__(self, config: CrawlConfig, store: Store, *, fetcher: Fetcher | None = None,
                  clock: Callable[[], float] = time.time,
                  wait: Callable[[float], bool] | None = None) -> None:
         self.config = config
@@ -52,7 +52,6 @@ class Spider:
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1 if config.delay > 0 else 4
         self._rejected = SeenSet()
-        self._log_fd = os.open(store.folder / "fetch.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -202,7 +201,7 @@ class Spider:
         """Log each refused URL once per worker (the same menu link is refused on every page)."""
         lines = [rejected_line(u, r, s) for u, r, s in items if self._rejected.add(u)]
         if lines:
-            append_text(self.store.folder / REJECTED, "".join(lines))
+            self.store.log("rejected", "".join(lines))
 
     # -- logs ----------------------------------------------------------------------------------------
     def _log_fetch(self, url: str, result: Response | FetchFailure) -> None:
@@ -211,15 +210,14 @@ class Spider:
         else:
             what, size, ms = str(result.status), result.size, int(result.elapsed * 1000)
         line = f"{utc_stamp(self.clock())}\t{os.getpid()}\t{clean(what)}\t{size}\t{ms}\t{url}\n"
-        os.write(self._log_fd, line.encode())
+        self.store.log("fetch", line)
 
     def _log_error(self, url: str, exc: BaseException) -> None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        append_text(self.store.folder / "errors.log", f"{utc_stamp()} pid {os.getpid()} {url}\n{text}\n")
+        self.store.log("errors", f"{utc_stamp()} pid {os.getpid()} {url}\n{text}\n")
 
     def close(self) -> None:
         self.fetcher.close()
-        os.close(self._log_fd)
 
 
 def _sleep(seconds: float) -> bool:

@@ -35,7 +35,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Container, Iterable, Iterator, Protocol
 
 from filelock import FileLock, Timeout
 
@@ -51,7 +51,7 @@ HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
 LOCK_TIMEOUT = 120.0
 WINDOW_BYTES = 512 * 1024   # how far past the first unclaimed line one claim may look
 WINDOW_LINES = 4000
-COUNTED = frozenset({"crawled", "failed"})   # kinds of D records that use up --max-pages
+LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log"}
 
 
 class StoreError(Exception):
@@ -133,6 +133,22 @@ class Counts:
     @property
     def completed(self) -> int:
         return self.crawled + self.failed
+
+
+class Store(Protocol):
+    """What a worker needs from a frontier: ``FileStore`` for real, ``MemoryStore`` in tests."""
+
+    seen: Container[str]
+
+    def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult: ...
+    def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]: ...
+    def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None: ...
+    def settle(self, claim: Claim, kind: str, *, record: str | None = None,
+               requeue: QueueEntry | None = None) -> None: ...
+    def reissue(self, owner: int) -> int: ...
+    def reserve_host(self, host: str, until: float) -> None: ...
+    def refresh(self) -> Counts: ...
+    def log(self, name: str, text: str) -> None: ...
 
 
 class _File:
@@ -381,7 +397,7 @@ class FileStore:
             wait: float | None = None
             records: list[str] = []
             for off, end, line in self._window():
-                if off in self._ahead:
+                if off < self._cursor or off in self._ahead:   # consumed (maybe by this very scan)
                     continue
                 if not is_data(line):
                     self._journal([f"S\t{off}\t{end}\t0\n"])
@@ -513,8 +529,10 @@ class FileStore:
                 self._journal([f"H\t{host}\t{until:.3f}\n"])
         self._guard(go)
 
-    def reject(self, url_or_line: str, reason: str, source: str = "-") -> None:
-        self._guard(append_text, self.folder / REJECTED, rejected_line(url_or_line, reason, source))
+    def log(self, name: str, text: str) -> None:
+        """Append whole lines to an append-only log: ``rejected`` (rejected.txt), ``fetch``
+        (fetch.log) or ``errors`` (errors.log). One write call, no lock needed."""
+        self._guard(append_text, self.folder / LOGS[name], text)
 
     def fold(self) -> bool:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.

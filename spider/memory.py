@@ -1,0 +1,103 @@
+"""``MemoryStore``: the in-memory twin of ``FileStore``, for fast unit tests of the worker loop.
+
+Same verbs, same semantics (claim window, host reservations, budget, settle kinds), no files.
+The contract tests in tests/test_store.py run against both.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from .records import QueueEntry, is_redirect_hop
+from .store import WINDOW_LINES, Claim, ClaimResult, Counts
+from .urls import host_key
+
+
+class MemoryStore:
+    def __init__(self, *, owner: int = 1, max_pages: int | None = None) -> None:
+        self.owner = owner
+        self.max_pages = max_pages
+        self.seen: set[str] = set()
+        self.pending: list[QueueEntry] = []
+        self.inflight: dict[str, tuple[int, QueueEntry]] = {}
+        self.host_next: dict[str, float] = {}
+        self.crawled: list[str] = []
+        self.failed: list[str] = []
+        self.logs: dict[str, list[str]] = {}
+
+    def counts(self) -> Counts:
+        hops = sum(1 for line in self.crawled if is_redirect_hop(line))
+        by_owner: dict[int, int] = {}
+        for owner, _ in self.inflight.values():
+            by_owner[owner] = by_owner.get(owner, 0) + 1
+        return Counts(len(self.pending), len(self.inflight), len(self.crawled) - hops, hops,
+                      len(self.failed), by_owner)
+
+    refresh = counts
+
+    def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
+        c = self.counts()
+        if self.max_pages is not None:
+            left = self.max_pages - c.completed - c.in_flight
+            if left <= 0:
+                return ClaimResult([], c.pending, c.in_flight, None, True)
+            limit = min(limit, left)
+        taken: list[Claim] = []
+        wait: float | None = None
+        keep: list[QueueEntry] = []
+        for i, e in enumerate(self.pending):
+            if len(taken) >= limit or i >= WINDOW_LINES:
+                keep.extend(self.pending[i:])
+                break
+            host = host_key(e.url)
+            blocked = max(e.not_before, self.host_next.get(host, 0.0))
+            if blocked > now:
+                wait = blocked if wait is None else min(wait, blocked)
+                keep.append(e)
+                continue
+            self.host_next[host] = now + delay_for(host)
+            self.inflight[e.url] = (self.owner, e)
+            taken.append(Claim(e, self.owner))
+        self.pending = keep
+        c = self.counts()
+        return ClaimResult(taken, c.pending, c.in_flight, wait, False)
+
+    def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
+        new = []
+        for e in entries:
+            if e.url not in self.seen:
+                self.seen.add(e.url)
+                self.pending.append(e)
+                new.append(e)
+        return new
+
+    def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
+        if entry.url in self.seen:
+            return None
+        self.seen.add(entry.url)
+        host = host_key(entry.url)
+        start = max(now, self.host_next.get(host, 0.0))
+        self.host_next[host] = start + delay
+        self.inflight[entry.url] = (self.owner, entry)
+        return Claim(entry, self.owner, start)
+
+    def settle(self, claim: Claim, kind: str, *, record: str | None = None,
+               requeue: QueueEntry | None = None) -> None:
+        if record is not None:
+            (self.failed if kind == "failed" else self.crawled).append(record)
+        if requeue is not None:
+            self.pending.append(requeue)
+        self.inflight.pop(claim.url, None)
+
+    def reissue(self, owner: int) -> int:
+        lost = [(u, e) for u, (o, e) in self.inflight.items() if o == owner]
+        for u, e in lost:
+            del self.inflight[u]
+            self.pending.append(e)
+        return len(lost)
+
+    def reserve_host(self, host: str, until: float) -> None:
+        self.host_next[host] = max(self.host_next.get(host, 0.0), until)
+
+    def log(self, name: str, text: str) -> None:
+        self.logs.setdefault(name, []).append(text)

@@ -1,0 +1,300 @@
+"""The frontier store: one contract suite for FileStore and its in-memory twin, then the parts
+only the file store has (sharing between processes, recovery after a kill, folding, torn lines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from spider.memory import MemoryStore
+from spider.records import QueueEntry, crawled_line, failed_line, parse_queue_line
+from spider.store import CLAIMS, QUEUE, REJECTED, FileStore, is_clean, recover, write_signature
+
+A = "http://a.test/"
+B = "http://b.test/"
+
+
+def no_delay(host: str) -> float:
+    return 0.0
+
+
+def one_second(host: str) -> float:
+    return 1.0
+
+
+@pytest.fixture(params=["file", "memory"])
+def make_store(request, tmp_path):
+    def make(owner: int = 1, max_pages: int | None = None):
+        if request.param == "memory":
+            return MemoryStore(owner=owner, max_pages=max_pages)
+        return FileStore(tmp_path, owner=owner, max_pages=max_pages).open()
+    return make
+
+
+def entries(*urls: str, depth: int = 0) -> list[QueueEntry]:
+    return [QueueEntry(u, depth) for u in urls]
+
+
+def crawled(store, claim) -> None:
+    store.settle(claim, "crawled", record=crawled_line(claim.url, 200, "text/html", 10, claim.entry.depth, 0))
+
+
+# -- the contract ---------------------------------------------------------------------------------
+
+def test_add_deduplicates_and_returns_only_new(make_store):
+    s = make_store()
+    assert [e.url for e in s.add(entries(A + "1", A + "2", A + "1"))] == [A + "1", A + "2"]
+    assert s.add(entries(A + "2", A + "3")) == [QueueEntry(A + "3")]
+    assert A + "1" in s.seen and A + "9" not in s.seen
+    assert s.refresh().pending == 3
+
+
+def test_claims_come_in_queue_order_and_only_once(make_store):
+    s = make_store()
+    s.add(entries(*(A + str(i) for i in range(5))))
+    first = s.claim(2, 100.0, no_delay)
+    second = s.claim(10, 100.0, no_delay)
+    assert [c.url for c in first.claims] == [A + "0", A + "1"]
+    assert [c.url for c in second.claims] == [A + "2", A + "3", A + "4"]
+    c = s.refresh()
+    assert (c.pending, c.in_flight) == (0, 5)
+    assert not second.finished
+
+
+def test_finished_only_when_nothing_pending_and_nothing_in_flight(make_store):
+    s = make_store()
+    s.add(entries(A))
+    [claim] = s.claim(5, 0.0, no_delay).claims
+    assert not s.claim(5, 0.0, no_delay).finished   # one in flight: its links may still come
+    crawled(s, claim)
+    result = s.claim(5, 0.0, no_delay)
+    assert result.finished and result.claims == []
+    assert s.refresh().crawled == 1
+
+
+def test_politeness_one_claim_per_host_per_delay(make_store):
+    s = make_store()
+    s.add(entries(A + "1", A + "2", B + "1", B + "2"))
+    r = s.claim(10, 50.0, one_second)
+    assert sorted(c.url for c in r.claims) == [A + "1", B + "1"]
+    r = s.claim(10, 50.5, one_second)
+    assert r.claims == [] and r.wait_until == pytest.approx(51.0)
+    r = s.claim(10, 51.0, one_second)
+    assert sorted(c.url for c in r.claims) == [A + "2", B + "2"]
+
+
+def test_reserve_host_blocks_that_host_only(make_store):
+    s = make_store()
+    s.add(entries(A + "1", B + "1"))
+    s.reserve_host("a.test", 200.0)
+    r = s.claim(10, 100.0, no_delay)
+    assert [c.url for c in r.claims] == [B + "1"]
+    assert r.wait_until == pytest.approx(200.0)
+
+
+def test_retry_goes_back_with_its_attempts_and_waits(make_store):
+    s = make_store()
+    s.add(entries(A))
+    [claim] = s.claim(1, 10.0, no_delay).claims
+    s.settle(claim, "retry", requeue=QueueEntry(A, 0, 1, 20.0))
+    r = s.claim(1, 15.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(20.0) and not r.finished
+    [again] = s.claim(1, 20.0, no_delay).claims
+    assert again.entry.attempts == 1
+
+
+def test_released_claims_are_pending_again(make_store):
+    s = make_store()
+    s.add(entries(A + "1", A + "2"))
+    claims = s.claim(2, 0.0, no_delay).claims
+    for c in claims:
+        s.settle(c, "released", requeue=c.entry)
+    assert s.refresh().pending == 2 and s.refresh().in_flight == 0
+    assert [c.url for c in s.claim(5, 0.0, no_delay).claims] == [A + "1", A + "2"]
+
+
+def test_reissue_returns_only_the_dead_owners_claims(make_store):
+    s = make_store(owner=7)
+    s.add(entries(A + "1", A + "2"))
+    s.claim(2, 0.0, no_delay)
+    assert s.reissue(8) == 0
+    assert s.reissue(7) == 2
+    c = s.refresh()
+    assert (c.pending, c.in_flight) == (2, 0)
+
+
+def test_budget_counts_completed_and_in_flight(make_store):
+    s = make_store(max_pages=2)
+    s.add(entries(*(A + str(i) for i in range(5))))
+    r = s.claim(10, 0.0, no_delay)
+    assert len(r.claims) == 2
+    assert s.claim(10, 0.0, no_delay).claims == []
+    crawled(s, r.claims[0])
+    s.settle(r.claims[1], "failed", record=failed_line(r.claims[1].url, "404", 0, 0))
+    r = s.claim(10, 0.0, no_delay)
+    assert r.budget_reached and r.finished and r.pending == 3
+
+
+def test_redirect_hops_do_not_use_the_budget(make_store):
+    s = make_store(max_pages=1)
+    s.add(entries(A))
+    [claim] = s.claim(1, 0.0, no_delay).claims
+    target = s.admit_and_claim(QueueEntry(A + "moved", 0, 0, 0.0, A), 0.0, 0.0)
+    assert target is not None
+    s.settle(claim, "hop", record=crawled_line(A, 301, "-", 0, 0, 0, A + "moved"))
+    crawled(s, target)
+    c = s.refresh()
+    assert (c.crawled, c.hops, c.completed) == (1, 1, 1)
+
+
+def test_admit_and_claim_refuses_known_urls(make_store):
+    s = make_store()
+    s.add(entries(A))
+    assert s.admit_and_claim(QueueEntry(A), 0.0, 0.0) is None
+    got = s.admit_and_claim(QueueEntry(B), 5.0, 2.0)
+    assert got is not None and got.not_before == 5.0
+    later = s.admit_and_claim(QueueEntry(B + "x"), 5.5, 2.0)
+    assert later is not None and later.not_before == pytest.approx(7.0)   # host slot reserved
+
+
+def test_logs_are_kept(make_store):
+    s = make_store()
+    s.log("rejected", "http://x.test/\tscope\t-\n")
+    if isinstance(s, MemoryStore):
+        assert s.logs["rejected"] == ["http://x.test/\tscope\t-\n"]
+    else:
+        assert (s.folder / REJECTED).read_text().splitlines()[-1] == "http://x.test/\tscope\t-"
+
+
+# -- file store only: sharing, recovery, folding ------------------------------------------------------
+
+def test_two_processes_share_one_frontier(tmp_path: Path):
+    one = FileStore(tmp_path, owner=1).open()
+    two = FileStore(tmp_path, owner=2).open()
+    one.add(entries(A + "1", A + "2"))
+    assert two.add(entries(A + "2", A + "3")) == [QueueEntry(A + "3")]   # dedup across processes
+    got1 = one.claim(1, 0.0, no_delay).claims
+    got2 = two.claim(5, 0.0, no_delay).claims
+    assert [c.url for c in got1] == [A + "1"]
+    assert [c.url for c in got2] == [A + "2", A + "3"]
+    assert two.refresh().in_flight_by_owner == {1: 1, 2: 2}
+    crawled(one, got1[0])
+    assert two.refresh().crawled == 1
+
+
+def test_politeness_holds_across_processes(tmp_path: Path):
+    one = FileStore(tmp_path, owner=1).open()
+    two = FileStore(tmp_path, owner=2).open()
+    one.add(entries(A + "1", A + "2"))
+    assert len(one.claim(1, 100.0, one_second).claims) == 1
+    r = two.claim(1, 100.2, one_second)
+    assert r.claims == [] and r.wait_until == pytest.approx(101.0)
+
+
+def test_recover_puts_claims_of_a_killed_crawl_back(tmp_path: Path):
+    s = FileStore(tmp_path, owner=1).open()
+    s.add(entries(A + "1", A + "2", A + "3"))
+    c1, c2 = s.claim(2, 0.0, no_delay).claims
+    crawled(s, c1)
+    # the process dies here: c2 in flight, A3 pending, queue.txt still holds the claimed head
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert rep.pending == 2 and rep.recovered_claims == 0   # c2's line is still in the queue file
+    lines = [parse_queue_line(x).url for x in (tmp_path / QUEUE).read_text().splitlines() if not x.startswith("#")]
+    assert lines == [A + "2", A + "3"]
+    assert [x for x in (tmp_path / CLAIMS).read_text().splitlines() if not x.startswith("#")] == []
+    fresh = FileStore(tmp_path, owner=3).open()
+    assert fresh.refresh().crawled == 1
+    assert fresh.add(entries(A + "1")) == []          # crawled stays known
+
+
+def test_recover_keeps_claims_whose_queue_line_is_gone(tmp_path: Path):
+    s = FileStore(tmp_path, owner=1).open()
+    s.add(entries(A + "1"))
+    s.claim(1, 0.0, no_delay)
+    (tmp_path / QUEUE).write_text("# emptied by hand while stopped\n")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert rep.recovered_claims == 1
+    assert A + "1" in (tmp_path / QUEUE).read_text()
+
+
+def test_recover_reports_and_moves_bad_lines(tmp_path: Path):
+    (tmp_path / QUEUE).write_text(
+        "# header\n\nHTTP://A.test/x/../y#frag\nnot a url\nhttp://a.test/z\t1\t0\t0\t-\n"
+        "http://other.test/\t1\t0\t0\t-\nhttp://a.test/z\t1\t2\t0\t-\n")
+    rep = recover(tmp_path, lambda url, depth: "scope" if "other" in url else None)
+    queue = [x for x in (tmp_path / QUEUE).read_text().splitlines() if not x.startswith("#")]
+    assert [parse_queue_line(x).url for x in queue] == ["http://a.test/y", "http://a.test/z"]
+    assert parse_queue_line(queue[1]).attempts == 2      # the last line of a URL wins
+    assert any("queue.txt:4" in p and "not a url" in p for p in rep.problems)
+    rejected = (tmp_path / REJECTED).read_text()
+    assert "not a url\tqueue.txt:4" in rejected
+    assert "http://other.test/\tscope" in rejected
+
+
+def test_torn_last_lines_are_moved_to_rejected(tmp_path: Path):
+    good = crawled_line("http://a.test/1", 200, "text/html", 5, 0, 0)
+    (tmp_path / "crawled.txt").write_text(good + good[:20])           # power loss mid-write
+    (tmp_path / QUEUE).write_text("http://a.test/2\t1\t0\t0\t-\nhttp://a.test/3\t1\t0")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert (tmp_path / "crawled.txt").read_text() == good
+    assert len(rep.problems) == 2 and all("torn last line" in p for p in rep.problems)
+    rejected = (tmp_path / REJECTED).read_text()
+    # kept whole, TABs turned to spaces so the fragment fits in the first field
+    assert "http://a.test/1 200\tcrawled.txt:2: torn last line" in rejected
+    assert "http://a.test/3 1 0\tqueue.txt:2: torn last line" in rejected
+    queue = [x for x in (tmp_path / QUEUE).read_text().splitlines() if not x.startswith("#")]
+    assert [parse_queue_line(x).url for x in queue] == ["http://a.test/2"]
+
+
+def test_bare_url_without_final_newline_is_a_hand_edit(tmp_path: Path):
+    (tmp_path / QUEUE).write_text("http://a.test/added-by-hand")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert rep.pending == 1 and rep.problems == []
+
+
+def test_fold_leaves_exactly_the_pending_lines(tmp_path: Path):
+    s = FileStore(tmp_path, owner=1).open()
+    s.add(entries(*(A + str(i) for i in range(6))))
+    s.add(entries(B + "0"))
+    claims = s.claim(3, 0.0, one_second).claims       # A0, B0 (politeness skips A1.. for A)
+    assert [c.url for c in claims] == [A + "0", B + "0"]
+    for c in claims:
+        crawled(s, c)
+    assert s.fold()
+    queue = [parse_queue_line(x).url for x in (tmp_path / QUEUE).read_text().splitlines() if not x.startswith("#")]
+    assert queue == [A + str(i) for i in range(1, 6)]
+    write_signature(tmp_path, "k")
+    assert is_clean(tmp_path, "k") and not is_clean(tmp_path, "other settings")
+    (tmp_path / QUEUE).open("a").write("http://a.test/hand\n")
+    assert not is_clean(tmp_path, "k")                 # a hand edit forces the full check
+
+
+def test_fold_refuses_while_claims_are_in_flight(tmp_path: Path):
+    s = FileStore(tmp_path, owner=1).open()
+    s.add(entries(A))
+    s.claim(1, 0.0, no_delay)
+    before = (tmp_path / QUEUE).read_text()
+    assert s.fold() is False
+    assert (tmp_path / QUEUE).read_text() == before
+
+
+def test_garbage_written_into_the_queue_while_running_is_reported(tmp_path: Path):
+    s = FileStore(tmp_path, owner=1).open()
+    with open(tmp_path / QUEUE, "a") as f:
+        f.write("garbage line\n")
+    s.add(entries(A))
+    assert [c.url for c in s.claim(5, 0.0, no_delay).claims] == [A]
+    assert "garbage line\tbad queue line" in (tmp_path / REJECTED).read_text()
+    assert s.refresh().pending == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parsing_any_queue_line_raises_only_value_error(line: str):
+    try:
+        e = parse_queue_line(line)
+    except ValueError:
+        return
+    assert isinstance(e.depth, int) and e.url
