@@ -305,7 +305,7 @@ def _idna_to_ascii(host: str) -> str:
         raise ValueError(f"invalid international host {host!r}") from None
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)
 def _normalize_host(host: str) -> str:
     """Return the canonical form of a host (RFC 3986 3.2.2, 6.2.2.1)."""
     if _HOST_RE.fullmatch(host) and len(host) <= 253:
@@ -430,7 +430,8 @@ def _normalize(url: str) -> str:
     return out
 
 
-_normalize_cached = lru_cache(maxsize=65536)(_normalize)
+# Small on purpose: menus repeat a few dozen URLs per page, and every worker holds its own copy.
+_normalize_cached = lru_cache(maxsize=4096)(_normalize)
 
 
 def normalize(url: str) -> str:
