@@ -9,17 +9,50 @@ Non-HTML bodies are not downloaded: the crawler records them but has nothing to 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.util import make_headers
 
 from .config import CrawlConfig
 from .policy import FetchFailure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# What urllib3 can decode here (it only asks for these in Accept-Encoding).
+ACCEPT_ENCODING = make_headers(accept_encoding=True)
+DECODABLE = frozenset({"identity", "gzip", "x-gzip", "deflate"}
+                      | {e.strip() for e in ACCEPT_ENCODING.get("accept-encoding", "").split(",")})
+
+
+class _TooSlow(BaseException):   # not an Exception: no handler on the way may swallow it
+    pass
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise _TooSlow()
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise ``_TooSlow`` in this thread after ``seconds`` (a no-op outside the main thread,
+    where signals cannot be used; the per-chunk check still applies there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @dataclass(frozen=True)
@@ -75,6 +108,15 @@ class Fetcher:
         self.session.close()
 
     def fetch(self, url: str) -> Response | FetchFailure:
+        """One request. ``--max-time`` bounds all of it, headers included: a server sending its
+        headers a byte at a time stays under the read timeout, so a timer interrupts it."""
+        with _deadline(self.config.max_time):
+            try:
+                return self._fetch(url)
+            except _TooSlow:
+                return FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
+
+    def _fetch(self, url: str) -> Response | FetchFailure:
         cfg = self.config
         start = time.monotonic()
         try:
@@ -83,6 +125,9 @@ class Fetcher:
         except requests.RequestException as e:
             return failure_of(e)
         try:
+            encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
+            if any(e not in DECODABLE for e in encodings):
+                return FetchFailure("unsupported content encoding", False, ",".join(encodings))
             media, charset = parse_content_type(r.headers.get("Content-Type"))
             declared = _int(r.headers.get("Content-Length"))
             location = r.headers.get("Location")
@@ -143,6 +188,8 @@ def failure_of(exc: BaseException) -> FetchFailure:
         return FetchFailure("connect timeout", True, text)
     if isinstance(exc, requests.ReadTimeout) or "Read timed out" in text or name == "ReadTimeoutError":
         return FetchFailure("timeout", True, text)
+    if "BadStatusLine" in text or "LineTooLong" in text or "got more than" in text or "InvalidHeader" in text:
+        return FetchFailure("invalid response", False, text)
     if isinstance(exc, requests.exceptions.ContentDecodingError) or name == "DecodeError":
         return FetchFailure("bad content encoding", False, text)
     if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,

@@ -73,5 +73,5 @@ def classify(status: int | None, failure: FetchFailure | None, attempts: int, ma
 
 def retry_delay(attempts: int, base: float = 2.0, cap: float = 300.0, rng: random.Random | None = None) -> float:
     """Seconds before the next attempt: base * 2^(attempts-1), capped, with full jitter on half."""
-    delay = min(cap, base * (2 ** max(0, attempts - 1)))
+    delay = min(cap, base * (2 ** min(max(0, attempts - 1), 30)))
     return delay / 2 + (rng or random).random() * delay / 2

@@ -22,7 +22,7 @@ from .policy import FetchFailure, Outcome, Verdict, classify, retry_delay
 from .records import QueueEntry, clean, crawled_line, failed_line, rejected_line, utc_stamp
 from .scope import Admission
 from .seen import SeenSet
-from .store import Claim, Store
+from .store import Claim, Store, StoreError
 from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
@@ -84,17 +84,23 @@ class Spider:
     # -- one URL -------------------------------------------------------------------------------------
     def crawl_page(self, claim: Claim) -> None:
         """Fetch a claimed URL, following redirects hop by hop, and settle every claim involved."""
+        self._open_claim: Claim | None = claim
         try:
             self._crawl(claim)
+        except StoreError:
+            raise
         except Exception as exc:   # a bug must not lose the URL nor kill the worker
-            self._log_error(claim.url, exc)
-            self.store.settle(claim, "failed", record=failed_line(
-                claim.url, f"internal error: {type(exc).__name__}", claim.entry.depth, self.clock()))
+            current = self._open_claim
+            self._log_error(current.url if current else claim.url, exc)
+            if current is not None:   # the claim being worked on: maybe a redirect target
+                self.store.settle(current, "failed", record=failed_line(
+                    current.url, f"internal error: {type(exc).__name__}", current.entry.depth, self.clock()))
 
     def _crawl(self, claim: Claim) -> None:
         chain = [claim.url]
         current = claim
         while True:
+            self._open_claim = current
             if current.not_before > self.clock():
                 self.wait(current.not_before - self.clock())
             result = self.fetcher.fetch(current.url)
@@ -107,8 +113,10 @@ class Spider:
                                    has_location=bool(result.location))
             if outcome.verdict is not Verdict.REDIRECT or isinstance(result, FetchFailure):
                 self._settle(current, outcome, result)
+                self._open_claim = None
                 return
             nxt = self._follow(current, result, chain)
+            self._open_claim = nxt
             if nxt is None:
                 return
             current = nxt
