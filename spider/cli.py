@@ -86,6 +86,18 @@ def main() -> None:
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Attempts for transient failures.  [default: 3]")
 @click.option("--max-redirects", type=click.IntRange(min=0), help="[default: 10]")
 @click.option("--max-links", type=click.IntRange(min=0), help="Links taken from one page.  [default: 5000]")
+@click.option("--max-pages-per-host", type=click.IntRange(min=1),
+              help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget').")
+@click.option("--max-delay", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Cap for robots.txt Crawl-delay and for backing off after 429/503.  [default: 60]")
+@click.option("--ignore-robots/--obey-robots", default=None,
+              help="Do not fetch or obey robots.txt (a warning is printed).  [default: obey]")
+@click.option("--follow-nofollow/--no-follow-nofollow", default=None,
+              help="Follow rel=nofollow links and links of meta robots nofollow pages.  [default: no]")
+@click.option("--auto-throttle/--no-auto-throttle", default=None,
+              help="Each host's delay follows its latency, within [--delay, --max-delay].  [default: off]")
+@click.option("--confirm-404/--no-confirm-404", default=None,
+              help="Try a 404 once more later before failing it.  [default: off]")
 @projects_dir_option
 def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options: Any) -> None:
     """Crawl from START_URLs into projects/NAME, or resume NAME's crawl.

@@ -40,11 +40,17 @@ class CrawlConfig:
     max_attempts: int = 3
     max_redirects: int = 10
     max_links: int = 5000          # links taken from one page
+    ignore_robots: bool = False
+    follow_nofollow: bool = False  # follow rel="nofollow" links and pages with meta robots nofollow
+    auto_throttle: bool = False    # delay follows each host's latency, within [delay, max_delay]
+    max_delay: float = 60.0        # cap for Crawl-delay and for backing off after 429/503
+    max_pages_per_host: int | None = None
+    confirm_404: bool = False      # a 404 is tried once more later before it is failed
     demo: bool = False
 
     def key(self) -> str:
         """A fingerprint of what decides admission: if it changes, the queue is checked again."""
-        text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny))
+        text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny, self.max_pages_per_host))
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -52,7 +58,7 @@ _MULTI = {"seeds": "seed", "allow": "allow", "deny": "deny"}
 
 
 def _parse_value(name: str, raw: str, default: Any) -> Any:
-    if name == "max_pages":
+    if name in ("max_pages", "max_pages_per_host"):
         return None if raw.lower() in ("", "none", "0", "unlimited") else int(raw)
     if isinstance(default, bool):
         return raw.lower() in ("1", "true", "yes", "on")
@@ -126,7 +132,7 @@ def check(cfg: CrawlConfig) -> None:
     for what, n in (("workers", cfg.workers), ("max_attempts", cfg.max_attempts)):
         if n < 1:
             raise ValueError(f"{what} must be at least 1")
-    for what, x in (("delay", cfg.delay), ("max_depth", cfg.max_depth), ("max_redirects", cfg.max_redirects),
+    for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("max_depth", cfg.max_depth), ("max_redirects", cfg.max_redirects),
                     ("max_links", cfg.max_links)):
         if x < 0:
             raise ValueError(f"{what} must not be negative")
@@ -134,8 +140,11 @@ def check(cfg: CrawlConfig) -> None:
                     ("max_time", cfg.max_time), ("max_bytes", cfg.max_bytes)):
         if x <= 0:
             raise ValueError(f"{what} must be positive")
-    if cfg.max_pages is not None and cfg.max_pages < 0:
-        raise ValueError("max_pages must not be negative")
+    for what, limit in (("max_pages", cfg.max_pages), ("max_pages_per_host", cfg.max_pages_per_host)):
+        if limit is not None and limit < 1:
+            raise ValueError(f"{what} must be at least 1")
+    if cfg.max_delay < cfg.delay:
+        raise ValueError(f"max_delay ({cfg.max_delay:g}) must not be below delay ({cfg.delay:g})")
     for pattern in cfg.allow + cfg.deny:
         try:
             re.compile(pattern)

@@ -114,7 +114,10 @@ class Crawl:
                 self._say(f"warning: {problem}")
             if rep.recovered_claims:
                 self._say(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
-        store = FileStore(self.folder, max_pages=cfg.max_pages).open()
+        if cfg.ignore_robots:
+            self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
+                      "crawl only sites whose owners agree")
+        store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host).open()
         if self.new_seeds:
             store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in self.new_seeds)
         if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
@@ -143,6 +146,11 @@ class Crawl:
                       "(run again with a higher --max-pages to go on)")
         elif s.stopped_by == "interrupted":
             self._say("run the same command again to resume")
+        if self.config.max_pages_per_host is not None:
+            hosts = _hosts_over_budget(self.folder / "rejected.txt")
+            if hosts:
+                self._say(f"--max-pages-per-host {self.config.max_pages_per_host} reached for "
+                          f"{len(hosts)} host(s): {', '.join(sorted(hosts)[:5])}{' ...' if len(hosts) > 5 else ''}")
 
     # -- workers -------------------------------------------------------------------------------------
     def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
@@ -229,6 +237,18 @@ class Crawl:
         self.out.flush()
 
 
+def _hosts_over_budget(path: Path) -> set[str]:
+    from .urls import host_key
+    out: set[str] = set()
+    if path.exists():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split("\t")
+                if len(fields) > 1 and fields[1] == "host budget":
+                    out.add(host_key(fields[0]))
+    return out
+
+
 class _Rate:
     """Pages per second over the last few seconds."""
 
@@ -254,7 +274,8 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop_event: object, pare
     if store.seen:
         store.after_fork(os.getpid())
     else:   # a replacement forked after the parent dropped its table builds its own view
-        store = FileStore(store.folder, max_pages=config.max_pages).open()
+        store = FileStore(store.folder, max_pages=config.max_pages,
+                          max_per_host=config.max_pages_per_host).open()
     ev = stop_event  # multiprocessing.Event
 
     def should_stop() -> bool:

@@ -107,16 +107,20 @@ class Fetcher:
     def close(self) -> None:
         self.session.close()
 
-    def fetch(self, url: str) -> Response | FetchFailure:
+    def fetch(self, url: str, *, any_type: bool = False, limit: int | None = None) -> Response | FetchFailure:
         """One request. ``--max-time`` bounds all of it, headers included: a server sending its
-        headers a byte at a time stays under the read timeout, so a timer interrupts it."""
+        headers a byte at a time stays under the read timeout, so a timer interrupts it.
+
+        ``any_type`` downloads the body whatever its type (robots.txt, sitemaps), and ``limit``
+        keeps only that many bytes of it instead of failing (RFC 9309 parses the first 500 KiB).
+        """
         with _deadline(self.config.max_time):
             try:
-                return self._fetch(url)
+                return self._fetch(url, any_type, limit)
             except _TooSlow:
                 return FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
 
-    def _fetch(self, url: str) -> Response | FetchFailure:
+    def _fetch(self, url: str, any_type: bool = False, limit: int | None = None) -> Response | FetchFailure:
         cfg = self.config
         start = time.monotonic()
         try:
@@ -134,14 +138,14 @@ class Fetcher:
             retry_after = r.headers.get("Retry-After")
             body = b""
             size = declared or 0
-            if 200 <= r.status_code < 300 and (media in HTML_TYPES or not media):
-                got = self._read_body(r, start)
+            if 200 <= r.status_code < 300 and (media in HTML_TYPES or not media or any_type):
+                got = self._read_body(r, start, limit)
                 if isinstance(got, FetchFailure):
                     return got
                 body, size = got, len(got)
                 if not media and _sniff_html(body):
                     media = "text/html"
-                elif not media:
+                elif not media and not any_type:
                     body = b""
             return Response(r.url or url, r.status_code, media, charset, body, size, location,
                             time.monotonic() - start, retry_after)
@@ -150,7 +154,7 @@ class Fetcher:
         finally:
             r.close()
 
-    def _read_body(self, r: requests.Response, start: float) -> bytes | FetchFailure:
+    def _read_body(self, r: requests.Response, start: float, limit: int | None = None) -> bytes | FetchFailure:
         cfg = self.config
         raw = r.raw
         chunks: list[bytes] = []
@@ -161,6 +165,9 @@ class Fetcher:
                 if not chunk:
                     break
                 total += len(chunk)
+                if limit is not None and total >= limit:
+                    chunks.append(chunk)
+                    return b"".join(chunks)[:limit]
                 if total > cfg.max_bytes:
                     return FetchFailure("too large", False, f"body over {cfg.max_bytes} bytes")
                 chunks.append(chunk)

@@ -6,17 +6,23 @@ The contract tests in tests/test_store.py run against both.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable
 
-from .records import QueueEntry, is_redirect_hop
+from .politeness import HostState
+from .records import QueueEntry, is_redirect_hop, rejected_line
 from .store import WINDOW_LINES, Claim, ClaimResult, Counts
 from .urls import host_key
 
 
 class MemoryStore:
-    def __init__(self, *, owner: int = 1, max_pages: int | None = None) -> None:
+    def __init__(self, *, owner: int = 1, max_pages: int | None = None,
+                 max_per_host: int | None = None) -> None:
         self.owner = owner
         self.max_pages = max_pages
+        self.max_per_host = max_per_host
+        self.admitted: dict[str, int] = {}
+        self.hosts: dict[str, HostState] = {}
         self.seen: set[str] = set()
         self.pending: list[QueueEntry] = []
         self.inflight: dict[str, tuple[int, QueueEntry]] = {}
@@ -65,10 +71,16 @@ class MemoryStore:
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
         new = []
         for e in entries:
-            if e.url not in self.seen:
-                self.seen.add(e.url)
-                self.pending.append(e)
-                new.append(e)
+            if e.url in self.seen:
+                continue
+            h = host_key(e.url)
+            if self.max_per_host is not None and self.admitted.get(h, 0) >= self.max_per_host:
+                self.log("rejected", rejected_line(e.url, "host budget", e.source))
+                continue
+            self.seen.add(e.url)
+            self.admitted[h] = self.admitted.get(h, 0) + 1
+            self.pending.append(e)
+            new.append(e)
         return new
 
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
@@ -84,7 +96,10 @@ class MemoryStore:
     def settle(self, claim: Claim, kind: str, *, record: str | None = None,
                requeue: QueueEntry | None = None) -> None:
         if record is not None:
-            (self.failed if kind == "failed" else self.crawled).append(record)
+            if kind == "rejected":
+                self.log("rejected", record)
+            else:
+                (self.failed if kind == "failed" else self.crawled).append(record)
         if requeue is not None:
             self.pending.append(requeue)
         self.inflight.pop(claim.url, None)
@@ -96,8 +111,17 @@ class MemoryStore:
             self.pending.append(e)
         return len(lost)
 
+    def host_state(self, host: str) -> HostState:
+        return replace(self.hosts.get(host, HostState()), next_allowed=self.host_next.get(host, 0.0))
+
+    def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
+        new = change(self.host_state(host))
+        self.hosts[host] = new
+        self.host_next[host] = new.next_allowed
+        return new
+
     def reserve_host(self, host: str, until: float) -> None:
-        self.host_next[host] = max(self.host_next.get(host, 0.0), until)
+        self.update_host(host, lambda s: replace(s, next_allowed=max(s.next_allowed, until)))
 
     def log(self, name: str, text: str) -> None:
         self.logs.setdefault(name, []).append(text)

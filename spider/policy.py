@@ -8,6 +8,8 @@
 | 408, 429, 500, 502, 503, 504                                  | retry later; after the last attempt failed, reason = the status |
 | 410                                                           | gone: failed with ``410``, never fetched again (failed URLs are never re-queued) |
 | other 4xx and 5xx (401, 403, 404, 501, ...)                   | failed, reason = the status                     |
+| 404 with ``--confirm-404``                                     | retried once later, then failed with ``404``    |
+| robots.txt disallows the URL                                  | never requested: rejected.txt with ``robots``   |
 | timeout, connection refused or reset, DNS failure, broken body | retry later; then failed, e.g. ``timeout after 3 attempts`` |
 | body over the size cap, response over the time limit          | failed (``too large``, ``too slow``); retrying would cost the same |
 | unsupported content encoding, invalid response                | failed with a short reason                      |
@@ -51,8 +53,11 @@ class FetchFailure:
 
 
 def classify(status: int | None, failure: FetchFailure | None, attempts: int, max_attempts: int,
-             has_location: bool = False) -> Outcome:
-    """Map a status code or a failure to a verdict. ``attempts`` counts this one (1 = first try)."""
+             has_location: bool = False, confirm_404: bool = False) -> Outcome:
+    """Map a status code or a failure to a verdict. ``attempts`` counts this one (1 = first try).
+
+    With ``confirm_404`` a first 404 is retried once later (a flaky server or a deploy in
+    progress), then failed with ``404``."""
     last = attempts >= max_attempts
     if failure is not None:
         if failure.transient and not last:
@@ -66,6 +71,8 @@ def classify(status: int | None, failure: FetchFailure | None, attempts: int, ma
         return Outcome(Verdict.REDIRECT)
     if status == 410:
         return Outcome(Verdict.GONE, "410")
+    if status == 404 and confirm_404 and attempts < 2:
+        return Outcome(Verdict.RETRY, "404")
     if status in TRANSIENT_STATUSES and not last:
         return Outcome(Verdict.RETRY, str(status))
     return Outcome(Verdict.FAILED, str(status))

@@ -10,15 +10,20 @@ the next run fetch that page again; it never loses a page or its links.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable
 
 from .config import CrawlConfig
 from .fetch import Fetcher, Response
 from .links import Link, LinkFinder
-from .policy import FetchFailure, Outcome, Verdict, classify, retry_delay
+from .policy import REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
+from .politeness import after_failure, after_response, effective_delay
+from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, RobotsCache, Rules, product_token
+from .robots import from_fetch as robots_from_fetch
 from .records import QueueEntry, clean, crawled_line, failed_line, rejected_line, utc_stamp
 from .scope import Admission
 from .seen import SeenSet
@@ -52,6 +57,8 @@ class Spider:
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1 if config.delay > 0 else 4
         self._rejected = SeenSet()
+        self.agent = product_token(config.user_agent)
+        self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -77,9 +84,15 @@ class Spider:
             if self.wait(pause):
                 return
 
+    def floor(self, host: str) -> float:
+        """The least delay for a host: --delay, raised by its robots.txt Crawl-delay (capped)."""
+        rules = self.robots.known(host) if self.robots else None
+        cd = rules.crawl_delay(self.agent) if rules else None
+        return self.config.delay if cd is None else max(self.config.delay, min(cd, self.config.max_delay))
+
     def delay_for(self, host: str) -> float:
-        """Seconds the next request to ``host`` must wait after this one."""
-        return self.config.delay
+        """Seconds the next request to ``host`` must wait after this one (shared host state)."""
+        return min(self.config.max_delay, effective_delay(self.store.host_state(host), self.floor(host)))
 
     # -- one URL -------------------------------------------------------------------------------------
     def crawl_page(self, claim: Claim) -> None:
@@ -101,16 +114,21 @@ class Spider:
         current = claim
         while True:
             self._open_claim = current
-            if current.not_before > self.clock():
-                self.wait(current.not_before - self.clock())
+            not_before = self._robots_gate(current)
+            if not_before is None:
+                self._open_claim = None
+                return
+            if not_before > self.clock():
+                self.wait(not_before - self.clock())
             result = self.fetcher.fetch(current.url)
             self._log_fetch(current.url, result)
+            self._adapt(current.url, result)
             attempts = current.entry.attempts + 1
             if isinstance(result, FetchFailure):
                 outcome = classify(None, result, attempts, self.config.max_attempts)
             else:
                 outcome = classify(result.status, None, attempts, self.config.max_attempts,
-                                   has_location=bool(result.location))
+                                   has_location=bool(result.location), confirm_404=self.config.confirm_404)
             if outcome.verdict is not Verdict.REDIRECT or isinstance(result, FetchFailure):
                 self._settle(current, outcome, result)
                 self._open_claim = None
@@ -121,6 +139,61 @@ class Spider:
                 return
             current = nxt
             chain.append(nxt.url)
+
+    def _robots_gate(self, claim: Claim) -> float | None:
+        """Apply robots.txt before a request: the time to send it, or None when the claim was
+        settled instead (disallowed: rejected as ``robots``; robots.txt unavailable: released and
+        the host paused until robots.txt is tried again)."""
+        if self.robots is None:
+            return claim.not_before
+        host = host_key(claim.url)
+        rules, fetched = self.robots.get(host, lambda: self._fetch_robots(claim.url))
+        not_before = claim.not_before
+        if fetched:   # that request used this claim's slot: the page takes the next one
+            now = self.clock()
+            not_before = now + self.delay_for(host)
+            self.store.reserve_host(host, not_before + self.delay_for(host))
+        if rules.mode == "disallow-all":
+            self.store.reserve_host(host, rules.fresh_until)
+            self.store.settle(claim, "released", requeue=claim.entry)
+            return None
+        if not rules.allowed(claim.url, self.agent):
+            self.store.settle(claim, "rejected", record=rejected_line(claim.url, "robots", claim.entry.source))
+            return None
+        return not_before
+
+    def _fetch_robots(self, url: str) -> tuple[Rules, str]:
+        """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects."""
+        target = url.split("/", 3)
+        robots_url = f"{target[0]}//{target[2]}/robots.txt"
+        current = robots_url
+        for _ in range(ROBOTS_HOPS + 1):
+            result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
+            self._log_fetch(current, result)
+            if isinstance(result, FetchFailure):
+                return robots_from_fetch(None, b"", self.clock()), robots_url
+            if result.status in REDIRECT_STATUSES and result.location:
+                nxt = resolve(current, result.location)
+                if nxt is None or not self.admission.scope.allows(nxt):
+                    break   # off scope: as if there were no robots.txt
+                current = nxt
+                continue
+            return robots_from_fetch(result.status, result.body, self.clock()), robots_url
+        return robots_from_fetch(404, b"", self.clock()), robots_url
+
+    def _adapt(self, url: str, result: Response | FetchFailure) -> None:
+        """Tell the host's shared politeness state what happened (only when it changes it)."""
+        host = host_key(url)
+        now, floor = self.clock(), self.floor(host)
+        if isinstance(result, FetchFailure):
+            if result.transient:
+                self.store.update_host(host, lambda s: after_failure(s, now, floor))
+            return
+        state = self.store.host_state(host)
+        if result.status in (429, 503) or state.delay > floor or state.failures or self.config.auto_throttle:
+            self.store.update_host(host, lambda s: after_response(
+                s, now, result.status, result.retry_after, result.elapsed, floor,
+                self.config.max_delay, self.config.auto_throttle))
 
     def _follow(self, claim: Claim, resp: Response, chain: list[str]) -> Claim | None:
         """One redirect hop: check the target, record this URL as a hop, claim the target."""
@@ -158,7 +231,8 @@ class Spider:
                 base = claim.url
                 if page.base_href is not None:
                     base = resolve(claim.url, page.base_href) or claim.url
-                self.add_links_to_queue(claim.url, page.links, entry.depth, base)
+                self.add_links_to_queue(claim.url, page.links, entry.depth, base,
+                                        nofollow_page=page.meta_nofollow)
             self.store.settle(claim, "crawled", record=crawled_line(
                 claim.url, result.status, result.content_type or "-", result.size, entry.depth, now))
         elif v is Verdict.RETRY:
@@ -170,13 +244,16 @@ class Spider:
 
     # -- links ---------------------------------------------------------------------------------------
     def add_links_to_queue(self, page_url: str, links: Iterable[Link | str], depth: int,
-                           base_url: str | None = None) -> LinkReport:
+                           base_url: str | None = None, nofollow_page: bool = False) -> LinkReport:
         """Resolve, normalise, scope, deduplicate and persist the links found on a page.
 
         ``depth`` is the page's own depth; its links are one deeper. Links are resolved against
         ``base_url`` (the page's ``<base href>``, resolved) or the page URL. Refused links go to
         rejected.txt with the rule's name and this page; duplicates are counted, not logged.
+        ``rel="nofollow"`` links, and all links of a page with meta robots nofollow
+        (``nofollow_page``), are refused as ``nofollow`` unless --follow-nofollow.
         """
+        obey_nofollow = not self.config.follow_nofollow
         base = base_url or page_url
         report = LinkReport()
         batch: dict[str, QueueEntry] = {}
@@ -192,6 +269,12 @@ class Spider:
                 report.duplicates += 1
                 continue
             reason = self.admission.check(url, depth + 1)
+            if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
+                reason = "nofollow"
+            if reason is None and self.robots is not None:
+                rules = self.robots.known(host_key(url))
+                if rules is not None and not rules.allowed(url, self.agent):
+                    reason = "robots"
             if reason:
                 report.rejected += 1
                 refused.append((url, reason, page_url))
@@ -226,6 +309,15 @@ class Spider:
 
     def close(self) -> None:
         self.fetcher.close()
+
+
+def _folder_of(store: Store) -> Path:
+    """Where robots/ lives: the project folder (an in-memory store in tests gets a temp one)."""
+    folder = getattr(store, "folder", None)
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="spider-robots-"))
+        store.folder = folder  # type: ignore[attr-defined]
+    return Path(folder)
 
 
 def _sleep(seconds: float) -> bool:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
 from . import config as settings
 from .crawl import RUNNING
+from .robots import RobotsCache
 from .records import first_field, is_data, is_redirect_hop
 from .store import CRAWLED, FAILED, REJECTED, SIGNATURE, FileStore
 from .urls import host_key
@@ -51,10 +53,14 @@ def report(folder: Path, name: str) -> str:
     for line in _lines(folder / CRAWLED):
         bump(first_field(line), "hops" if is_redirect_hop(line) else "crawled")
     failures: Counter[str] = Counter()
+    per_host_failures: dict[str, Counter[str]] = {}
     for line in _lines(folder / FAILED):
-        bump(first_field(line), "failed")
+        url = first_field(line)
+        bump(url, "failed")
         fields = line.split("\t")
-        failures[fields[1] if len(fields) > 1 else "?"] += 1
+        reason = fields[1] if len(fields) > 1 else "?"
+        failures[reason] += 1
+        per_host_failures.setdefault(host_key(url), Counter())[reason] += 1
     for entry in store.pending_entries():
         bump(entry.url, "pending")
     for url in store.in_flight():
@@ -82,11 +88,26 @@ def report(folder: Path, name: str) -> str:
     if not (folder / SIGNATURE).exists() and c.pending == 0 and c.completed == 0:
         out.append("note      nothing crawled yet")
     if hosts:
+        now = time.time()
+        robots = RobotsCache(folder)
+        budget = cfg.get("max_pages_per_host")
         out.append("")
-        out.append(f"{'host':40} {'crawled':>8} {'failed':>7} {'pending':>8} {'in flight':>9}")
+        out.append(f"{'host':32} {'crawled':>7} {'failed':>6} {'pending':>7} {'flight':>6} {'delay':>6} "
+                   f"{'next':>6}  {'robots':22} state")
         ranked = sorted(hosts.items(), key=lambda kv: -sum(kv[1].values()))
         for host, n in ranked[:TOP_HOSTS]:
-            out.append(f"{host[:40]:40} {n['crawled']:>8} {n['failed']:>7} {n['pending']:>8} {n['in flight']:>9}")
+            st = store.host_state(host)
+            rules = robots.known(host)
+            wait = st.next_allowed - now
+            state = st.reason if st.reason != "-" else ("failing" if st.failures else "ok")
+            if budget and n["crawled"] + n["failed"] + n["pending"] + n["in flight"] + n["hops"] >= budget:
+                state += ", host budget reached"
+            out.append(f"{host[:32]:32} {n['crawled']:>7} {n['failed']:>6} {n['pending']:>7} {n['in flight']:>6} "
+                       f"{st.delay:>5.1f}s {(f'{wait:.0f}s' if wait > 0 else 'now'):>6}  "
+                       f"{(rules.label() if rules else 'not fetched')[:22]:22} {state}")
+            failed_here = per_host_failures.get(host)
+            if failed_here:
+                out.append(f"{'':32} failed: {_top(failed_here, 3)}")
         if len(ranked) > TOP_HOSTS:
             out.append(f"... and {len(ranked) - TOP_HOSTS} more hosts")
     return "\n".join(out)

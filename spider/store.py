@@ -35,19 +35,20 @@ import contextlib
 import fcntl
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Container, Iterable, Iterator, Protocol
 
 from .records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
                       first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
+from .politeness import HostState, parse_host_line
 from .seen import SeenSet
 from .urls import host_key, normalize
 
-QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED = ("queue.txt", "claims.txt", "crawled.txt",
-                                             "failed.txt", "rejected.txt")
+QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED, HOSTS = ("queue.txt", "claims.txt", "crawled.txt",
+                                                    "failed.txt", "rejected.txt", "hosts.txt")
 HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
-           REJECTED: REJECTED_HEADER, CLAIMS: "# claim journal of the running crawl; see README\n"}
+           REJECTED: REJECTED_HEADER, HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 WINDOW_BYTES = 512 * 1024   # how far past the first unclaimed line one claim may look
 WINDOW_LINES = 4000
 LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log"}
@@ -180,6 +181,8 @@ class Store(Protocol):
                requeue: QueueEntry | None = None) -> None: ...
     def reissue(self, owner: int) -> int: ...
     def reserve_host(self, host: str, until: float) -> None: ...
+    def host_state(self, host: str) -> HostState: ...
+    def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState: ...
     def refresh(self) -> Counts: ...
     def log(self, name: str, text: str) -> None: ...
 
@@ -254,25 +257,34 @@ class FileStore:
     """The frontier of one project folder, shared by every worker through its files."""
 
     def __init__(self, folder: Path, *, owner: int | None = None, max_pages: int | None = None,
-                 track_seen: bool = True) -> None:
+                 max_per_host: int | None = None, track_seen: bool = True) -> None:
         self.folder = Path(folder)
         self.owner = os.getpid() if owner is None else owner
         self.max_pages = max_pages
+        self.max_per_host = max_per_host
         self.lock = FrontierLock(self.folder / "frontier.lock")
         self._queue = _File(self.folder / QUEUE)
         self._claims = _File(self.folder / CLAIMS)
         self._track_seen = track_seen
         self.seen = SeenSet()
         self._base = Counts()
+        self._admitted = {}
         self._reset_view()
 
     # -- derived state ---------------------------------------------------------------------------
+    def _load_hosts(self) -> None:
+        """hosts.txt: the per-host state the last run left (the journal's H records update it)."""
+        self._host_next: dict[str, float] = {}       # next allowed time (hot: read per claim)
+        self._host_state: dict[str, HostState] = {}  # delay, failures, reason per host
+        for host, state in read_hosts(self.folder).items():
+            self._host_state[host] = state
+            self._host_next[host] = state.next_allowed
+
     def _reset_view(self) -> None:
         self._cursor = 0                   # first byte of queue.txt not consumed
         self._ahead: dict[int, int] = {}   # lines consumed out of order: offset -> end
         self._lines = 0                    # data lines in queue.txt
         self._consumed = 0                 # data lines of queue.txt claimed or skipped
-        self._host_next: dict[str, float] = {}
         self._inflight: dict[str, tuple[int, str]] = {}   # url -> (owner, queue line)
         self._crawled = 0
         self._hops = 0
@@ -290,6 +302,8 @@ class FileStore:
     def _open(self, lock: bool) -> None:
         with (self.lock if lock else contextlib.nullcontext()):
             self._base = Counts()
+            self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
+            self._load_hosts()
             for name in (CRAWLED, FAILED):
                 path = self.folder / name
                 if not path.exists():
@@ -298,8 +312,10 @@ class FileStore:
                     for line in f:
                         if not is_data(line):
                             continue
-                        if self._track_seen:
-                            self.seen.add(first_field(line))
+                        url = first_field(line)
+                        if self._track_seen and self.seen.add(url):
+                            h = host_key(url)
+                            self._admitted[h] = self._admitted.get(h, 0) + 1
                         if name == FAILED:
                             self._base.failed += 1
                         elif is_redirect_hop(line):
@@ -317,13 +333,18 @@ class FileStore:
             self._claims.pos = 0
             keep = (self._crawled, self._hops, self._failed)
             self._reset_view()
+            self._load_hosts()
             self._crawled, self._hops, self._failed = keep
         seen, track = self.seen, self._track_seen
+        admitted = self._admitted
         for _off, _end, line in self._queue.read_new():
             if is_data(line):
                 self._lines += 1
                 if track:
-                    seen.add(line.split("\t", 1)[0].strip())
+                    url = line.split("\t", 1)[0].strip()
+                    if seen.add(url):
+                        h = host_key(url)
+                        admitted[h] = admitted.get(h, 0) + 1
         for _off, _end, line in self._claims.read_new():
             self._apply(line)
 
@@ -351,10 +372,9 @@ class FileStore:
             _, off, end, counted = record.rstrip("\n").split("\t")
             self._consume(int(off), int(end), counted == "1")
         elif kind == "H":
-            _, host, nxt = record.rstrip("\n").split("\t")
-            t = float(nxt)
-            if t > self._host_next.get(host, 0.0):
-                self._host_next[host] = t
+            host, state = parse_host_line(record[2:])
+            self._host_state[host] = state
+            self._host_next[host] = state.next_allowed
 
     def _consume(self, off: int, end: int, counted: bool) -> None:
         if off < 0:
@@ -494,13 +514,29 @@ class FileStore:
 
     # -- adding and settling -----------------------------------------------------------------------
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
-        """Persist the entries whose URL was never queued, crawled or failed; returns those."""
+        """Persist the entries whose URL was never queued, crawled or failed; returns those.
+
+        With ``max_per_host``, a host's URLs beyond that many are refused here, at the point of
+        entry, and written to rejected.txt as ``host budget``."""
         return self._guard(self._add, list(entries))  # type: ignore[return-value]
 
     def _add(self, entries: list[QueueEntry]) -> list[QueueEntry]:
         with self.lock:
             self._sync()
-            new = [e for e in entries if self.seen.add(e.url)]
+            new, over = [], []
+            cap, admitted = self.max_per_host, self._admitted
+            for e in entries:
+                if e.url in self.seen:
+                    continue
+                h = host_key(e.url)
+                if cap is not None and admitted.get(h, 0) >= cap:
+                    over.append(rejected_line(e.url, "host budget", e.source))
+                    continue
+                self.seen.add(e.url)
+                admitted[h] = admitted.get(h, 0) + 1
+                new.append(e)
+            if over:
+                append_text(self.folder / REJECTED, "".join(over))
             if new:
                 self._queue.append("".join(e.line() for e in new))
                 self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
@@ -531,8 +567,8 @@ class FileStore:
 
     def settle(self, claim: Claim, kind: str, *, record: str | None = None,
                requeue: QueueEntry | None = None) -> None:
-        """End a claim: ``kind`` is crawled, failed, hop (with its ``record`` line), retry
-        (with the ``requeue`` entry) or released. The outcome line is written before the journal
+        """End a claim: ``kind`` is crawled, failed, hop, rejected (with its ``record`` line for
+        crawled.txt, failed.txt or rejected.txt), retry (with the ``requeue`` entry) or released. The outcome line is written before the journal
         record, so a kill in between re-fetches the page rather than losing it."""
         self._guard(self._settle, claim, kind, record, requeue)
 
@@ -540,7 +576,8 @@ class FileStore:
         with self.lock:
             self._sync()
             if record is not None:
-                append_text(self.folder / (FAILED if kind == "failed" else CRAWLED), record)
+                name = {"failed": FAILED, "rejected": REJECTED}.get(kind, CRAWLED)
+                append_text(self.folder / name, record)
             if requeue is not None:
                 self._queue.append(requeue.line())
                 self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
@@ -562,13 +599,25 @@ class FileStore:
                 self._journal([f"D\treissued\t{url}\n" for url, _ in lost])
             return len(lost)
 
-    def reserve_host(self, host: str, until: float) -> None:
-        """Push a host's next-allowed time forward (e.g. after it answered 429)."""
-        def go() -> None:
+    def host_state(self, host: str) -> HostState:
+        """This process's latest view of a host (no lock: for choosing delays)."""
+        st = self._host_state.get(host, HostState())
+        nxt = self._host_next.get(host, 0.0)
+        return st if st.next_allowed >= nxt else replace(st, next_allowed=nxt)
+
+    def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
+        """Apply a politeness rule to a host's shared state, under the lock, for every worker."""
+        def go() -> HostState:
             with self.lock:
                 self._sync()
-                self._journal([f"H\t{host}\t{until:.3f}\n"])
-        self._guard(go)
+                new = change(self.host_state(host))
+                self._journal(["H\t" + new.line(host)])
+                return new
+        return self._guard(go)  # type: ignore[return-value]
+
+    def reserve_host(self, host: str, until: float) -> None:
+        """Push a host's next-allowed time forward (it may only move later)."""
+        self.update_host(host, lambda s: replace(s, next_allowed=max(s.next_allowed, until)))
 
     def log(self, name: str, text: str) -> None:
         """Append whole lines to an append-only log: ``rejected`` (rejected.txt), ``fetch``
@@ -602,6 +651,8 @@ class FileStore:
                     out.flush()
                     os.fsync(out.fileno())
                 os.replace(tmp, qpath)
+                write_hosts(self.folder, {h: self.host_state(h) for h in
+                                          set(self._host_state) | set(self._host_next)})
                 atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS])
                 self._sync()
                 return True
@@ -632,6 +683,29 @@ class FileStore:
         """Free the dedup table in a process that will only watch (the parent after forking)."""
         self.seen = SeenSet()
         self._track_seen = False
+
+
+# -- hosts.txt: per-host politeness state that survives restarts -----------------------------------
+
+def read_hosts(folder: Path) -> dict[str, HostState]:
+    """hosts.txt as a dict; a line that does not parse is skipped here (``recover`` reports it)."""
+    out: dict[str, HostState] = {}
+    try:
+        with open(Path(folder) / HOSTS, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if is_data(line):
+                    try:
+                        host, state = parse_host_line(line)
+                    except ValueError:
+                        continue
+                    out[host] = state
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def write_hosts(folder: Path, states: dict[str, HostState]) -> None:
+    atomic_write(Path(folder) / HOSTS, HEADERS[HOSTS] + "".join(s.line(h) for h, s in sorted(states.items())))
 
 
 # -- start and end of a run: rebuild queue.txt with exactly the pending URLs --------------------
@@ -697,15 +771,30 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         _repair_outcome_file(folder / name, rep, rejected, done)
 
     qpath, cpath = folder / QUEUE, folder / CLAIMS
+    hosts = _repair_hosts(folder, rep, rejected)
     inflight: dict[str, str] = {}
     if cpath.exists():
         with open(cpath, encoding="utf-8", errors="replace") as f:
             for rec in f:
-                if rec.startswith("C\t") and rec.endswith("\n"):
-                    qline = rec.rstrip("\n").split("\t", 5)[5]
-                    inflight[qline.split("\t", 1)[0]] = qline
-                elif rec.startswith("D\t"):
-                    inflight.pop(rec.rstrip("\n").split("\t", 2)[2], None)
+                if not rec.endswith("\n"):
+                    continue   # a torn journal record: the files it describes decide
+                try:
+                    if rec.startswith("C\t"):
+                        _, _, _, _, nxt, qline = rec.rstrip("\n").split("\t", 5)
+                        url = qline.split("\t", 1)[0]
+                        inflight[url] = qline
+                        h = host_key(url)
+                        st = hosts.get(h, HostState())
+                        if float(nxt) > st.next_allowed:
+                            hosts[h] = replace(st, next_allowed=float(nxt))
+                    elif rec.startswith("D\t"):
+                        inflight.pop(rec.rstrip("\n").split("\t", 2)[2], None)
+                    elif rec.startswith("H\t"):
+                        h, st = parse_host_line(rec[2:])
+                        hosts[h] = st
+                except (ValueError, IndexError):
+                    continue
+    write_hosts(folder, hosts)
 
     def entries(report: bool) -> Iterator[tuple[int, QueueEntry]]:
         if not qpath.exists():
@@ -765,6 +854,26 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         append_text(folder / REJECTED, "".join(rejected))
     atomic_write(cpath, HEADERS[CLAIMS])
     return rep
+
+
+def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, HostState]:
+    """hosts.txt as a dict; lines that do not parse are reported and moved to rejected.txt."""
+    out: dict[str, HostState] = {}
+    path = folder / HOSTS
+    if not path.exists():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for no, line in enumerate(f, 1):
+            if not is_data(line):
+                continue
+            try:
+                host, state = parse_host_line(line)
+            except ValueError as e:
+                rep.problems.append(f"{HOSTS}:{no}: {e}, moved to rejected.txt: {line.strip()[:200]!r}")
+                rejected.append(rejected_line(line.rstrip("\n"), f"{HOSTS}:{no}: {e}"))
+                continue
+            out[host] = state
+    return out
 
 
 def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: SeenSet) -> None:

@@ -39,8 +39,9 @@ class FakeClock:
 
 
 def make_config(seed: str, **kw) -> CrawlConfig:
+    # robots.txt has its own tests (test_robots.py); here it would only add requests to count
     values = dict(seeds=(seed,), workers=1, delay=0.0, max_depth=5, connect_timeout=1.0,
-                  read_timeout=1.0, max_time=2.0, max_bytes=256 * 1024)
+                  read_timeout=1.0, max_time=2.0, max_bytes=256 * 1024, ignore_robots=True)
     values.update(kw)
     return CrawlConfig(**values)
 
@@ -178,9 +179,15 @@ def test_links_resolved_against_base_url_when_given(linker) -> None:
 def test_link_objects_and_strings_both_accepted(linker) -> None:
     spider, store = linker
     report = spider.add_links_to_queue(PAGE, [Link("one.html", False), "two.html", Link("three.html", True)], 0)
-    assert report.added == 3
-    assert {"http://example.com/dir/sub/one.html", "http://example.com/dir/sub/two.html",
-            "http://example.com/dir/sub/three.html"} <= set(queued(store))
+    assert report.added == 2 and report.rejected == 1   # rel="nofollow" is not followed by default
+    assert {"http://example.com/dir/sub/one.html", "http://example.com/dir/sub/two.html"} <= set(queued(store))
+    assert "http://example.com/dir/sub/three.html\tnofollow\t" + PAGE + "\n" in store.logs["rejected"]
+
+
+def test_nofollow_page_refuses_all_its_links(linker) -> None:
+    spider, store = linker
+    report = spider.add_links_to_queue(PAGE, ["one.html", "two.html"], 0, nofollow_page=True)
+    assert (report.added, report.rejected) == (0, 2)
 
 
 def test_non_http_and_fragment_only_links_ignored(linker) -> None:
