@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import signal
 import sys
 import time
@@ -74,7 +75,7 @@ class Crawl:
         self.status_every = status_every if status_every is not None else (0.5 if self.tty else 10.0)
         self.interrupts = 0
         self.ctx = multiprocessing.get_context("fork")
-        self.stop_event = self.ctx.Event()
+        self.stop = _StopSignal()
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -87,6 +88,7 @@ class Crawl:
         try:
             return self._run()
         finally:
+            self.stop.close()
             try:
                 (self.folder / RUNNING).unlink()
             except OSError:
@@ -154,7 +156,7 @@ class Crawl:
 
     # -- workers -------------------------------------------------------------------------------------
     def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
-        p = self.ctx.Process(target=_worker_main, args=(self.config, store, self.stop_event, os.getpid()),
+        p = self.ctx.Process(target=_worker_main, args=(self.config, store, self.stop, os.getpid()),
                              daemon=False)
         p.start()
         return p
@@ -183,13 +185,13 @@ class Crawl:
                     if p.exitcode is None:
                         alive.append(p)
                     elif p.exitcode == WORKER_STORE_ERROR:
-                        self.stop_event.set()
+                        self.stop.set()
                         raise CrawlError("a worker could not write the project files (see the message above)")
-                    elif p.exitcode != 0 and not self.stop_event.is_set():
+                    elif p.exitcode != 0 and not self.stop.is_set():
                         n = store.reissue(p.pid or -1)
                         restarts += 1
                         if restarts > 10 * self.config.workers:
-                            self.stop_event.set()
+                            self.stop.set()
                             raise CrawlError(f"workers keep dying (last exit code {p.exitcode}); see errors.log")
                         self._say(f"worker {p.pid} died (exit code {p.exitcode}); "
                                   f"{n} claims back in the queue, starting a replacement")
@@ -205,7 +207,7 @@ class Crawl:
                     self._status_line(store.refresh(), rate)
                 time.sleep(0.1)
         except BaseException:
-            self.stop_event.set()
+            self.stop.set()
             for p in procs:
                 p.join(5)
                 if p.is_alive():
@@ -217,7 +219,7 @@ class Crawl:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.interrupts += 1
-        self.stop_event.set()
+        self.stop.set()
         if self.interrupts == 1:
             self._say("\nstopping: finishing the pages in flight (press Ctrl-C again to stop at once)")
 
@@ -265,10 +267,46 @@ class _Rate:
         return (d1 - d0) / (t1 - t0) if t1 > t0 else 0.0
 
 
-def _worker_main(config: CrawlConfig, store: FileStore, stop_event: object, parent: int) -> None:
+class _StopSignal:
+    """Tells workers to stop: the parent closes the write end of a pipe, every worker sees EOF.
+
+    No lock is involved (a multiprocessing.Event is a lock plus a condition: a worker killed
+    while waiting on it can leave it held, and the parent's set() then hangs forever). If the
+    parent dies, the pipe closes too, so orphaned workers stop by themselves.
+    """
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        self._set = False
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            os.close(self._w)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def close(self) -> None:
+        self.set()
+        os.close(self._r)
+
+    def in_worker(self) -> None:
+        """Called first thing in a forked worker: keep only the read end."""
+        if not self._set:
+            os.close(self._w)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True as soon as the crawl should stop."""
+        ready, _, _ = select.select([self._r], [], [], max(0.0, seconds))
+        return bool(ready)
+
+
+def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, parent: int) -> None:
     """Entry point of a worker process (forked: it inherits the parent's view of the store)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent decides how to stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # ... also when the whole group gets SIGTERM
+    stop.in_worker()
     from .spider import Spider
 
     if store.seen:
@@ -276,17 +314,10 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop_event: object, pare
     else:   # a replacement forked after the parent dropped its table builds its own view
         store = FileStore(store.folder, max_pages=config.max_pages,
                           max_per_host=config.max_pages_per_host).open()
-    ev = stop_event  # multiprocessing.Event
 
-    def should_stop() -> bool:
-        return ev.is_set() or os.getppid() != parent  # type: ignore[attr-defined]
-
-    def wait(seconds: float) -> bool:
-        return bool(ev.wait(max(0.0, seconds))) or os.getppid() != parent  # type: ignore[attr-defined]
-
-    spider = Spider(config, store, wait=wait)
+    spider = Spider(config, store, wait=stop.wait)
     try:
-        spider.run(should_stop)
+        spider.run(lambda: stop.wait(0))
     except StoreError as e:
         sys.stderr.write(f"Error: {e}\n")
         os._exit(WORKER_STORE_ERROR)

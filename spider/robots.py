@@ -117,16 +117,21 @@ class RobotsCache:
         self.dir = Path(folder) / "robots"
         self.clock = clock
         self._rules: dict[str, Rules] = {}
+        self._missing: dict[str, float] = {}   # host -> when its file was last found missing
 
     def known(self, host: str) -> Rules | None:
         """Fresh rules for ``host`` from memory or the cache file, without any network I/O."""
+        now = self.clock()
         r = self._rules.get(host)
-        if r is not None and r.fresh_until > self.clock():
+        if r is not None and r.fresh_until > now:
             return r
+        if now - self._missing.get(host, -1e18) < 1.0:   # looked a moment ago: not there yet
+            return None
         path = self.dir / cache_name(host)
         try:
             r = load(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError):
+            self._missing[host] = now
             return None
         if r.fresh_until <= self.clock():
             return None
@@ -146,6 +151,7 @@ class RobotsCache:
         fd = os.open(self.dir / (cache_name(host) + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self._missing.pop(host, None)
             r = self.known(host)
             if r is not None:
                 return r, False

@@ -120,6 +120,7 @@ class Spider:
                 return
             if not_before > self.clock():
                 self.wait(not_before - self.clock())
+            self._hold_host(current.url)
             result = self.fetcher.fetch(current.url)
             self._log_fetch(current.url, result)
             self._adapt(current.url, result)
@@ -148,11 +149,13 @@ class Spider:
             return claim.not_before
         host = host_key(claim.url)
         rules, fetched = self.robots.get(host, lambda: self._fetch_robots(claim.url))
+        if fetched:
+            # That request used this claim's slot: hand the URL back and take other hosts' work
+            # meanwhile, instead of holding a worker idle for one delay (matters with many hosts).
+            self.store.reserve_host(host, self.clock() + self.delay_for(host))
+            self.store.settle(claim, "released", requeue=claim.entry)
+            return None
         not_before = claim.not_before
-        if fetched:   # that request used this claim's slot: the page takes the next one
-            now = self.clock()
-            not_before = now + self.delay_for(host)
-            self.store.reserve_host(host, not_before + self.delay_for(host))
         if rules.mode == "disallow-all":
             self.store.reserve_host(host, rules.fresh_until)
             self.store.settle(claim, "released", requeue=claim.entry)
@@ -162,12 +165,24 @@ class Spider:
             return None
         return not_before
 
+    def _hold_host(self, url: str) -> None:
+        """Right before a request: the host's next slot starts one delay after *now*.
+
+        The claim reserved a slot from the moment of the claim; the request leaves a little later
+        (more on a busy machine), so without this the server could see two requests closer than
+        the delay. Only needed when there is a delay."""
+        host = host_key(url)
+        delay = self.delay_for(host)
+        if delay > 0:
+            self.store.reserve_host(host, self.clock() + delay)
+
     def _fetch_robots(self, url: str) -> tuple[Rules, str]:
         """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects."""
         target = url.split("/", 3)
         robots_url = f"{target[0]}//{target[2]}/robots.txt"
         current = robots_url
         for _ in range(ROBOTS_HOPS + 1):
+            self._hold_host(current)
             result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
             self._log_fetch(current, result)
             if isinstance(result, FetchFailure):
