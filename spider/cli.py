@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -47,7 +47,9 @@ def parse_start_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
         try:
             n = normalize(u)
         except ValueError as e:
-            raise click.ClickException(f"invalid START_URL {u!r}: {e}") from None
+            why = str(e)
+            raise click.ClickException(f"invalid START_URL: {why}" if u in why
+                                       else f"invalid START_URL {u!r}: {why}") from None
         if n not in out:
             out.append(n)
     return tuple(out)
@@ -100,7 +102,7 @@ def main() -> None:
               help="Try a 404 once more later before failing it.  [default: off]")
 @projects_dir_option
 def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options: Any) -> None:
-    """Crawl from START_URLs into projects/NAME, or resume NAME's crawl.
+    """Crawl from START_URLs into the project folder NAME, or resume NAME's crawl.
 
     A new project needs at least one START_URL. Run the same command again (URLs optional) to
     resume after Ctrl-C, a crash or kill -9; START_URLs given then are added as seeds. Options
@@ -123,16 +125,18 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options:
     run(folder, config, seeds)
 
 
-def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...]) -> None:
+def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
+        after: Callable[[], None] | None = None) -> None:
     """Create or update the project folder, then crawl; exit with the crawl's code."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        settings.save(folder, config)
         code = Crawl(folder, config, seeds=seeds).run()
     except (CrawlError, StoreError) as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:
         raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+    if after is not None and code == 0:
+        after()
     sys.exit(code)
 
 
@@ -173,12 +177,13 @@ def demo(workers: int, projects_dir: Path) -> None:
     server, url = serve()
     click.echo(f"serving the demo site at {url}", err=True)
     config = CrawlConfig(seeds=(normalize(url),), workers=workers, delay=0.05, max_depth=10, demo=True)
+    more = "" if projects_dir == Path("projects") else f" --projects-dir {projects_dir}"
     try:
-        run(folder, config, config.seeds)
+        run(folder, config, config.seeds, after=lambda: click.echo(
+            f"the crawl is in {folder}/ (crawled.txt, failed.txt, rejected.txt, fetch.log); "
+            f"try: python main.py status demo{more}", err=True))
     finally:
         server.shutdown()
-        click.echo(f"the crawl is in {folder}/ (crawled.txt, failed.txt, rejected.txt, fetch.log); "
-                   f"try: python main.py status demo", err=True)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,13 @@ def check(cfg: CrawlConfig) -> None:
             raise ValueError(f"{what} must be at least 1")
     if cfg.max_delay < cfg.delay:
         raise ValueError(f"max_delay ({cfg.max_delay:g}) must not be below delay ({cfg.delay:g})")
+    from .urls import normalize
+    for seed in cfg.seeds:
+        try:
+            if normalize(seed) != seed:
+                raise ValueError("not in normalised form")
+        except ValueError as e:
+            raise ValueError(f"bad seed {seed!r}: {e}") from None
     for pattern in cfg.allow + cfg.deny:
         try:
             re.compile(pattern)

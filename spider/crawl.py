@@ -24,6 +24,7 @@ from typing import Callable, TextIO
 
 from filelock import FileLock, Timeout
 
+from . import config as settings
 from .config import CrawlConfig
 from .records import QueueEntry, is_data, utc_stamp
 from .scope import Admission
@@ -103,6 +104,7 @@ class Crawl:
 
     def _run(self) -> int:
         cfg = self.config
+        settings.save(self.folder, cfg)   # only now: a refused second crawl must not touch them
         atomic_write(self.folder / RUNNING, f"pid {os.getpid()}\nstarted {utc_stamp()}\nworkers {cfg.workers}\n")
         admission = Admission(cfg)
         seeds = set(cfg.seeds)
@@ -116,17 +118,21 @@ class Crawl:
                 self._say(f"warning: {problem}")
             if rep.recovered_claims:
                 self._say(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
+            for reason, n in sorted(rep.refused.items()):
+                self._say(f"note: {n} queued URL(s) moved to rejected.txt ({reason}) under the current settings")
         if cfg.ignore_robots:
             self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
                       "crawl only sites whose owners agree")
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host).open()
         if self.new_seeds:
             store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in self.new_seeds)
+        started = time.monotonic()
         if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
             self._say(f"--max-pages {cfg.max_pages} already reached in this project; "
                       "nothing to do (raise it to go on)")
-        started = time.monotonic()
-        code = self._supervise(store)
+            code = EXIT_DONE
+        else:
+            code = self._supervise(store)
         counts = store.refresh()
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             if store.fold():

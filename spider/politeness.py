@@ -54,7 +54,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     v = value.strip()
-    if v.isdigit():
+    if v.isascii() and v.isdigit():   # str.isdigit() alone accepts '²'
         return min(float(v), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(v).timestamp()

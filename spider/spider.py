@@ -55,7 +55,7 @@ class Spider:
         self.admission = Admission(config)
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
-        self.batch = 1 if config.delay > 0 else 4
+        self.batch = 1   # a held batch would idle other workers when pages are slow
         self._rejected = SeenSet()
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
@@ -181,7 +181,12 @@ class Spider:
         target = url.split("/", 3)
         robots_url = f"{target[0]}//{target[2]}/robots.txt"
         current = robots_url
-        for _ in range(ROBOTS_HOPS + 1):
+        for hop in range(ROBOTS_HOPS + 1):
+            if hop:   # each hop is a request too: it waits its turn like any other
+                host = host_key(current)
+                ready = self.store.host_state(host).next_allowed
+                if ready > self.clock():
+                    self.wait(ready - self.clock())
             self._hold_host(current)
             result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
             self._log_fetch(current, result)

@@ -322,9 +322,14 @@ class FileStore:
                             self._base.hops += 1
                         else:
                             self._base.crawled += 1
+            if not (self.folder / REJECTED).exists():
+                append_text(self.folder / REJECTED, HEADERS[REJECTED])
             self._queue.close()
             self._claims.close()
             self._sync()
+            # The journal's D records so far are already lines of crawled/failed.txt (counted
+            # above); only those appended from now on add to the counts.
+            self._crawled = self._hops = self._failed = 0
 
     def _sync(self) -> None:
         """Catch up with what other processes appended (caller holds the lock)."""
@@ -720,12 +725,19 @@ class Repair:
     pending: int = 0
     recovered_claims: int = 0
     problems: list[str] = field(default_factory=list)
-    skipped: bool = False   # the files were exactly as the last clean stop left them
+    refused: dict[str, int] = field(default_factory=dict)   # queued URLs the settings now refuse
 
 
 def _signature(folder: Path, settings_key: str) -> str:
-    st = os.stat(folder / QUEUE)
-    return f"queue.txt {st.st_ino} {st.st_size} {st.st_mtime_ns}\nsettings {settings_key}\n"
+    """Identity of the files a person may edit while stopped: any change forces the full check."""
+    lines = []
+    for name in (QUEUE, CRAWLED, FAILED, HOSTS):
+        try:
+            st = os.stat(folder / name)
+            lines.append(f"{name} {st.st_ino} {st.st_size} {st.st_mtime_ns}\n")
+        except FileNotFoundError:
+            lines.append(f"{name} missing\n")
+    return "".join(lines) + f"settings {settings_key}\n"
 
 
 def write_signature(folder: Path, settings_key: str) -> None:
@@ -831,6 +843,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
             reason = admit(e.url, e.depth)
             if reason:
                 rejected.append(rejected_line(e.url, reason, e.source))
+                rep.refused[reason] = rep.refused.get(reason, 0) + 1
                 return
             written.add(e.url)
             out.write(e.line())
