@@ -168,7 +168,7 @@ class Fetcher:
                 if limit is not None and total >= limit:
                     chunks.append(chunk)
                     return b"".join(chunks)[:limit]
-                if total > cfg.max_bytes:
+                if limit is None and total > cfg.max_bytes:
                     return FetchFailure("too large", False, f"body over {cfg.max_bytes} bytes")
                 chunks.append(chunk)
                 if time.monotonic() - start > cfg.max_time:

@@ -227,11 +227,12 @@ def _hit_depth_limit(parser: etree.HTMLParser) -> bool:
 class LinkFinder:
     """Parse one page's HTML and report its raw links and page-level facts."""
 
-    def __init__(self, page_url: str, max_links: int = 5000) -> None:
+    def __init__(self, page_url: str, max_links: int = 5000, *, text_hash: bool = True) -> None:
         if max_links < 0:
             raise ValueError("max_links must be >= 0")
         self.page_url = page_url  # kept for callers/logging; nothing is resolved here
         self.max_links = max_links
+        self._want_hash = text_hash   # the text hash costs ~20% of a parse; skip it when unused
 
     def find_links(self, body: bytes, charset: str | None = None) -> list[str]:
         """Just the raw hrefs, in document order (the classic tutorial API)."""
@@ -317,7 +318,7 @@ class LinkFinder:
             title=title,
             meta_nofollow=meta_nofollow,
             meta_noindex=meta_noindex,
-            text_hash=self._text_hash(root, title),
+            text_hash=self._text_hash(root, title) if self._want_hash else None,
             truncated=n_links > max_links,
         )
 

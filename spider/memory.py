@@ -22,6 +22,7 @@ class MemoryStore:
         self.max_pages = max_pages
         self.max_per_host = max_per_host
         self.admitted: dict[str, int] = {}
+        self.over_budget: set[str] = set()
         self.hosts: dict[str, HostState] = {}
         self.seen: set[str] = set()
         self.pending: list[QueueEntry] = []
@@ -75,7 +76,9 @@ class MemoryStore:
                 continue
             h = host_key(e.url)
             if self.max_per_host is not None and self.admitted.get(h, 0) >= self.max_per_host:
-                self.log("rejected", rejected_line(e.url, "host budget", e.source))
+                if e.url not in self.over_budget:
+                    self.over_budget.add(e.url)
+                    self.log("rejected", rejected_line(e.url, "host budget", e.source))
                 continue
             self.seen.add(e.url)
             self.admitted[h] = self.admitted.get(h, 0) + 1

@@ -21,6 +21,7 @@ The rules, each in one function below, with the clock passed in (``now``):
 from __future__ import annotations
 
 import email.utils
+import math
 from dataclasses import dataclass, replace
 
 MAX_RETRY_AFTER = 3600.0
@@ -45,8 +46,11 @@ def parse_host_line(line: str) -> tuple[str, HostState]:
     f = line.rstrip("\n").split("\t")
     if len(f) < 2 or not f[0]:
         raise ValueError("expected host TAB next_allowed [TAB delay TAB failures TAB reason]")
-    return f[0], HostState(float(f[1]), float(f[2]) if len(f) > 2 else 0.0,
-                           int(f[3]) if len(f) > 3 else 0, f[4] if len(f) > 4 else "-")
+    state = HostState(float(f[1]), float(f[2]) if len(f) > 2 else 0.0,
+                      int(f[3]) if len(f) > 3 else 0, f[4] if len(f) > 4 else "-")
+    if not (math.isfinite(state.next_allowed) and math.isfinite(state.delay)) or state.delay < 0:
+        raise ValueError("next_allowed and delay must be finite numbers, delay not negative")
+    return f[0], state
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:

@@ -33,6 +33,7 @@ FRESH_FOR = 24 * 3600.0
 RETRY_UNAVAILABLE = 300.0
 MAX_BODY = 500 * 1024
 MAX_HOPS = 5
+PENDING = 30.0   # how long a claim holds a host whose robots.txt is being fetched
 
 
 def product_token(user_agent: str) -> str:
@@ -49,6 +50,7 @@ class Rules:
     fetched_at: float
     body: str = ""
     mode: str = "allow-all"     # "rules", "allow-all" or "disallow-all"
+    attempts: int = 1           # consecutive fetches that ended in disallow-all (server error)
     _parsed: Protego | None = field(default=None, repr=False)
 
     @property
@@ -81,14 +83,18 @@ class Rules:
         return self._parsed
 
 
-def from_fetch(status: int | None, body: bytes, fetched_at: float) -> Rules:
-    """RFC 9309 2.3.1: what a robots.txt response (or the lack of one) means."""
+def from_fetch(status: int | None, body: bytes, fetched_at: float, previous: Rules | None = None) -> Rules:
+    """RFC 9309 2.3.1: what a robots.txt response (or the lack of one) means.
+
+    Server errors count up (``attempts``) so a host whose robots.txt never answers is given up
+    on after --max-attempts tries instead of keeping a crawl alive forever."""
     if status is not None and 200 <= status < 300:
         text = body[:MAX_BODY].decode("utf-8", "replace")   # non-UTF-8 bytes tolerated
         return Rules(status, fetched_at, text, "rules")
     if status is not None and 400 <= status < 500:
         return Rules(status, fetched_at, "", "allow-all")
-    return Rules(status, fetched_at, "", "disallow-all")
+    tries = previous.attempts + 1 if previous is not None and previous.mode == "disallow-all" else 1
+    return Rules(status, fetched_at, "", "disallow-all", tries)
 
 
 def cache_name(host: str) -> str:
@@ -97,7 +103,7 @@ def cache_name(host: str) -> str:
 
 def dump(rules: Rules, url: str) -> str:
     return (f"url: {url}\nfetched_at: {rules.fetched_at:.3f}\nstatus: {rules.status if rules.status is not None else 'none'}\n"
-            f"mode: {rules.mode}\n\n{rules.body}")
+            f"mode: {rules.mode}\nattempts: {rules.attempts}\n\n{rules.body}")
 
 
 def load(text: str) -> Rules:
@@ -107,7 +113,7 @@ def load(text: str) -> Rules:
     mode = meta.get("mode", "allow-all")
     if mode not in ("rules", "allow-all", "disallow-all"):
         raise ValueError(f"unknown mode {mode!r}")
-    return Rules(status, float(meta["fetched_at"]), body, mode)
+    return Rules(status, float(meta["fetched_at"]), body, mode, int(meta.get("attempts", "1")))
 
 
 class RobotsCache:
@@ -138,9 +144,17 @@ class RobotsCache:
         self._rules[host] = r
         return r
 
-    def get(self, host: str, fetch: Callable[[], tuple[Rules, str]]) -> tuple[Rules, bool]:
+    def _stale(self, host: str) -> Rules | None:
+        """The expired rules of a host, if any (to count failed robots.txt fetches)."""
+        try:
+            return load((self.dir / cache_name(host)).read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def get(self, host: str, fetch: Callable[[Rules | None], tuple[Rules, str]]) -> tuple[Rules, bool]:
         """Rules for ``host``, fetching robots.txt if no worker has (``fetch`` does the request).
 
+        ``fetch`` gets the expired rules (or None) and returns new ones with the robots.txt URL.
         Returns the rules and whether this call fetched them. The per-host lock makes every other
         worker wait for the one fetch and then read its file.
         """
@@ -155,7 +169,7 @@ class RobotsCache:
             r = self.known(host)
             if r is not None:
                 return r, False
-            r, url = fetch()
+            r, url = fetch(self._stale(host))
             from .store import atomic_write   # the one place that rewrites files
             atomic_write(self.dir / cache_name(host), dump(r, url))
             self._rules[host] = r

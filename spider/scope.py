@@ -20,11 +20,16 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig
+from .urls import host_key
 
 
 def hostname(url: str) -> str:
-    """The host of a normalised URL, without userinfo, port or brackets."""
-    return urlsplit(url).hostname or ""
+    """The host of a normalised URL, without userinfo, port or brackets (string slicing: this
+    runs for every link found)."""
+    netloc = host_key(url)
+    if netloc.startswith("["):
+        return netloc[1:netloc.find("]")]
+    return netloc.partition(":")[0]
 
 
 def same_site_host(host: str) -> str:
@@ -80,7 +85,7 @@ class Scope:
         if self.mode == "domain":
             return any(host == d or host.endswith("." + d) for d in self._domains)  # type: ignore[attr-defined]
         h = same_site_host(host)
-        path = urlsplit(url).path
+        path = "/" + url.split("/", 3)[3].split("?", 1)[0] if url.count("/") >= 3 else "/"
         return any(h == ph and path.startswith(pp) for ph, pp in self._prefixes)  # type: ignore[attr-defined]
 
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -22,7 +22,7 @@ from .fetch import Fetcher, Response
 from .links import Link, LinkFinder
 from .policy import REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
 from .politeness import after_failure, after_response, effective_delay
-from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, RobotsCache, Rules, product_token
+from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
 from .records import QueueEntry, clean, crawled_line, failed_line, rejected_line, utc_stamp
 from .scope import Admission
@@ -91,7 +91,13 @@ class Spider:
         return self.config.delay if cd is None else max(self.config.delay, min(cd, self.config.max_delay))
 
     def delay_for(self, host: str) -> float:
-        """Seconds the next request to ``host`` must wait after this one (shared host state)."""
+        """Seconds the next request to ``host`` must wait after this one (shared host state).
+
+        While the host's robots.txt is not known, a claim holds the host for ROBOTS_PENDING: the
+        worker fetching robots.txt must not race another worker that does not know the
+        Crawl-delay yet. The request itself then sets the real slot (``_hold_host``)."""
+        if self.robots is not None and self.robots.known(host) is None:
+            return ROBOTS_PENDING
         return min(self.config.max_delay, effective_delay(self.store.host_state(host), self.floor(host)))
 
     # -- one URL -------------------------------------------------------------------------------------
@@ -148,18 +154,26 @@ class Spider:
         if self.robots is None:
             return claim.not_before
         host = host_key(claim.url)
-        rules, fetched = self.robots.get(host, lambda: self._fetch_robots(claim.url))
+        rules, fetched = self.robots.get(host, lambda previous: self._fetch_robots(claim.url, previous))
+        if rules.mode == "disallow-all" and rules.attempts >= self.config.max_attempts:
+            self.store.settle(claim, "failed", record=failed_line(
+                claim.url, f"robots.txt unavailable after {rules.attempts} attempts", claim.entry.depth,
+                self.clock()))
+            return None
+        if rules.mode == "disallow-all":   # RFC 9309: a server error means disallow all, for now
+            until = rules.fresh_until if not fetched else max(rules.fresh_until, self.clock())
+            self.store.update_host(host, lambda s: replace(s, next_allowed=max(s.next_allowed, until),
+                                                           reason="robots.txt unavailable"))
+            self.store.settle(claim, "released", requeue=claim.entry)
+            return None
         if fetched:
             # That request used this claim's slot: hand the URL back and take other hosts' work
             # meanwhile, instead of holding a worker idle for one delay (matters with many hosts).
-            self.store.reserve_host(host, self.clock() + self.delay_for(host))
+            nxt = self.clock() + self.delay_for(host)
+            self.store.update_host(host, lambda s: replace(s, next_allowed=nxt, reason="-"))
             self.store.settle(claim, "released", requeue=claim.entry)
             return None
         not_before = claim.not_before
-        if rules.mode == "disallow-all":
-            self.store.reserve_host(host, rules.fresh_until)
-            self.store.settle(claim, "released", requeue=claim.entry)
-            return None
         if not rules.allowed(claim.url, self.agent):
             self.store.settle(claim, "rejected", record=rejected_line(claim.url, "robots", claim.entry.source))
             return None
@@ -168,15 +182,16 @@ class Spider:
     def _hold_host(self, url: str) -> None:
         """Right before a request: the host's next slot starts one delay after *now*.
 
-        The claim reserved a slot from the moment of the claim; the request leaves a little later
-        (more on a busy machine), so without this the server could see two requests closer than
-        the delay. Only needed when there is a delay."""
+        The claim reserved a slot from the moment of the claim (or ROBOTS_PENDING while
+        robots.txt was unknown); the request leaves a little later, so the slot is set again from
+        now. A later time set by the host itself (Retry-After, parking) is kept."""
         host = host_key(url)
-        delay = self.delay_for(host)
-        if delay > 0:
-            self.store.reserve_host(host, self.clock() + delay)
+        delay, now = self.delay_for(host), self.clock()
+        if delay > 0 or self.store.host_state(host).next_allowed > now:
+            self.store.update_host(host, lambda s: replace(s, next_allowed=(
+                now + delay if s.reason == "-" else max(s.next_allowed, now + delay))))
 
-    def _fetch_robots(self, url: str) -> tuple[Rules, str]:
+    def _fetch_robots(self, url: str, previous: Rules | None = None) -> tuple[Rules, str]:
         """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects."""
         target = url.split("/", 3)
         robots_url = f"{target[0]}//{target[2]}/robots.txt"
@@ -191,14 +206,14 @@ class Spider:
             result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
             self._log_fetch(current, result)
             if isinstance(result, FetchFailure):
-                return robots_from_fetch(None, b"", self.clock()), robots_url
+                return robots_from_fetch(None, b"", self.clock(), previous), robots_url
             if result.status in REDIRECT_STATUSES and result.location:
                 nxt = resolve(current, result.location)
                 if nxt is None or not self.admission.scope.allows(nxt):
                     break   # off scope: as if there were no robots.txt
                 current = nxt
                 continue
-            return robots_from_fetch(result.status, result.body, self.clock()), robots_url
+            return robots_from_fetch(result.status, result.body, self.clock(), previous), robots_url
         return robots_from_fetch(404, b"", self.clock()), robots_url
 
     def _adapt(self, url: str, result: Response | FetchFailure) -> None:
@@ -210,7 +225,8 @@ class Spider:
                 self.store.update_host(host, lambda s: after_failure(s, now, floor))
             return
         state = self.store.host_state(host)
-        if result.status in (429, 503) or state.delay > floor or state.failures or self.config.auto_throttle:
+        if (result.status in (429, 503) or state.delay > floor or state.failures or state.reason != "-"
+                or self.config.auto_throttle):
             self.store.update_host(host, lambda s: after_response(
                 s, now, result.status, result.retry_after, result.elapsed, floor,
                 self.config.max_delay, self.config.auto_throttle))
@@ -247,7 +263,7 @@ class Spider:
         v = outcome.verdict
         if v is Verdict.CRAWLED and isinstance(result, Response):
             if result.is_html and result.body:
-                page = LinkFinder(result.url, self.config.max_links).parse(result.body, result.charset)
+                page = LinkFinder(result.url, self.config.max_links, text_hash=False).parse(result.body, result.charset)
                 base = claim.url
                 if page.base_href is not None:
                     base = resolve(claim.url, page.base_href) or claim.url

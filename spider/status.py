@@ -9,7 +9,9 @@ from pathlib import Path
 
 from . import config as settings
 from .crawl import RUNNING
-from .robots import RobotsCache
+from .config import DEFAULT_USER_AGENT
+from .politeness import effective_delay
+from .robots import RobotsCache, product_token
 from .records import first_field, is_data, is_redirect_hop
 from .store import CRAWLED, FAILED, REJECTED, SIGNATURE, FileStore
 from .urls import host_key
@@ -95,16 +97,21 @@ def report(folder: Path, name: str) -> str:
         out.append(f"{'host':32} {'crawled':>7} {'failed':>6} {'pending':>7} {'flight':>6} {'delay':>6} "
                    f"{'next':>6}  {'robots':22} state")
         ranked = sorted(hosts.items(), key=lambda kv: -sum(kv[1].values()))
+        base_delay, cap = float(cfg.get("delay", 1.0)), float(cfg.get("max_delay", 60.0))
+        agent = product_token(str(cfg.get("user_agent", DEFAULT_USER_AGENT)))
         for host, n in ranked[:TOP_HOSTS]:
             st = store.host_state(host)
             rules = robots.known(host)
+            crawl_delay = rules.crawl_delay(agent) if rules else None
+            floor = base_delay if crawl_delay is None else max(base_delay, min(crawl_delay, cap))
+            delay = min(cap, effective_delay(st, floor))
             wait = st.next_allowed - now
             state = st.reason if st.reason != "-" else ("failing" if st.failures else "ok")
             if budget and n["crawled"] + n["failed"] + n["pending"] + n["in flight"] + n["hops"] >= budget:
                 state += ", host budget reached"
             out.append(f"{host[:32]:32} {n['crawled']:>7} {n['failed']:>6} {n['pending']:>7} {n['in flight']:>6} "
-                       f"{st.delay:>5.1f}s {(f'{wait:.0f}s' if wait > 0 else 'now'):>6}  "
-                       f"{(rules.label() if rules else 'not fetched')[:22]:22} {state}")
+                       f"{delay:>5.1f}s {(f'{wait:.0f}s' if wait > 0 else 'now'):>6}  "
+                       f"{(rules.label() if rules else 'not fetched'):22} {state}")
             failed_here = per_host_failures.get(host)
             if failed_here:
                 out.append(f"{'':32} failed: {_top(failed_here, 3)}")

@@ -267,6 +267,7 @@ class FileStore:
         self._claims = _File(self.folder / CLAIMS)
         self._track_seen = track_seen
         self.seen = SeenSet()
+        self._over_budget = SeenSet()
         self._base = Counts()
         self._admitted = {}
         self._reset_view()
@@ -535,7 +536,8 @@ class FileStore:
                     continue
                 h = host_key(e.url)
                 if cap is not None and admitted.get(h, 0) >= cap:
-                    over.append(rejected_line(e.url, "host budget", e.source))
+                    if self._over_budget.add(e.url):   # logged once, not on every page linking it
+                        over.append(rejected_line(e.url, "host budget", e.source))
                     continue
                 self.seen.add(e.url)
                 admitted[h] = admitted.get(h, 0) + 1
@@ -808,30 +810,23 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                     continue
     write_hosts(folder, hosts)
 
-    def entries(report: bool) -> Iterator[tuple[int, QueueEntry]]:
+    def lines() -> Iterator[tuple[int, str, str]]:
+        """(line number, line, raw end) of the data lines of queue.txt."""
         if not qpath.exists():
             return
         with open(qpath, encoding="utf-8", errors="replace", newline="") as f:
             for no, raw in enumerate(f, 1):
-                if not is_data(raw):
-                    continue
-                line = raw.rstrip("\r\n")
-                try:
-                    if not raw.endswith("\n") and "\t" in line and line.count("\t") < 4:
-                        raise ValueError("torn last line")
-                    e = parse_queue_line(line)
-                    url = e.url if _trusted(line) else normalize(e.url)
-                except ValueError as err:
-                    if report:
-                        rep.problems.append(f"{QUEUE}:{no}: not a crawlable URL ({err}): {line[:200]!r}")
-                        rejected.append(rejected_line(line, f"{QUEUE}:{no}: {err}"))
-                    continue
-                yield no, (e if url == e.url else QueueEntry(url, e.depth, e.attempts, e.not_before, e.source))
+                if is_data(raw):
+                    yield no, raw.rstrip("\r\n"), raw
 
-    first, last = SeenSet(), {}   # last line number of URLs queued more than once
-    for no, e in entries(True):
-        if not first.add(e.url):
-            last[e.url] = no
+    # Pass 1, cheap (no parsing): the last line of each URL as written, so a retried URL keeps
+    # its latest attempts count. Pass 2 parses, normalises hand-written lines and writes.
+    first, last = SeenSet(), {}
+    for no, line, _ in lines():
+        key = line.split("\t", 1)[0].strip()
+        if not first.add(key):
+            last[key] = no
+    del first
     tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
     written = SeenSet()
     with open(tmp, "w", encoding="utf-8") as out:
@@ -849,9 +844,19 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
             out.write(e.line())
             rep.pending += 1
 
-        for no, e in entries(False):
-            if last.get(e.url, no) == no:
-                keep(e)
+        for no, line, raw in lines():
+            if last and last.get(line.split("\t", 1)[0].strip(), no) != no:
+                continue
+            try:
+                if not raw.endswith("\n") and "\t" in line and line.count("\t") < 4:
+                    raise ValueError("torn last line")
+                e = parse_queue_line(line)
+                url = e.url if _trusted(line) else normalize(e.url)
+            except ValueError as err:
+                rep.problems.append(f"{QUEUE}:{no}: not a crawlable URL ({err}): {line[:200]!r}")
+                rejected.append(rejected_line(line, f"{QUEUE}:{no}: {err}"))
+                continue
+            keep(e if url == e.url else QueueEntry(url, e.depth, e.attempts, e.not_before, e.source))
         for url, qline in inflight.items():
             try:
                 e = parse_queue_line(qline)

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Frontier scaling and memory of spider: does a huge queue.txt slow the crawl or blow up memory?
+
+    bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
+
+For each EXTRA, in a fresh projects dir:
+  1. `crawl NAME START_URL --max-pages 1 --delay 0 ...` creates the project (crawls /index.html);
+  2. EXTRA lines are appended to its queue.txt, each a real page with a distinct query string
+     (http://127.0.0.1:PORT/p/123.html?v=K; nginx ignores the query, so each is a 20 KB page);
+  3. "appended" run: `crawl NAME --max-pages 1+M --workers W --delay 0` is timed and sampled (it
+     resumes the project, takes in the hand-appended lines, and crawls M more pages);
+  4. "clean resume" run (unless --no-clean-resume): the same with --max-pages 1+2M, timed and
+     sampled: a resume of a frontier of the same size that the crawler itself wrote at its last
+     clean stop, so without the one-off cost of taking in hand-edited lines.
+
+Figures (medians over --repeat), for each timed run:
+    pages/s         pages crawled by the run / its wall seconds (start-up, i.e. loading the
+                    frontier, and shut-down included)
+    start s         seconds until the first page reached crawled.txt
+    crawl pages/s   pages/s between the first and the last page written to crawled.txt
+    end s           seconds from the last page written until the command exited
+    known URLs      lines of queue.txt + crawled.txt + failed.txt after the run
+    RSS, PSS        peak over 50 ms samples of the summed RSS / PSS of the whole process tree
+    bytes/URL       peak RSS (PSS) / known URLs
+and, from the "appended" runs (step 3, the reference figures):
+    scaling         pages/s at the largest EXTRA / pages/s at the smallest       target >= 0.9
+    bytes/URL       at the largest EXTRA (RSS and PSS)                           target <= 100
+    marginal        (peak at largest - peak at smallest) / (known at largest - known at smallest):
+                    the cost of one more URL without the fixed per-process Python baseline
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import measure
+from measure import MB, OUT_DIR, RunResult, fmt, median, print_table, run_measured
+
+SITE = measure.load_site_module()
+RUN_DIR = OUT_DIR / "frontier"
+PROJECT = "frontier"
+TARGET_SCALING = 0.9
+TARGET_BYTES_PER_URL = 100.0
+PHASES = ("appended", "clean resume")
+
+
+@dataclass
+class Phase:
+    """One timed `crawl NAME --max-pages ...` run of a project."""
+    name: str
+    pages: int
+    known: int
+    res: RunResult
+    counts: Dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.res.wall if self.res.wall > 0 else float("nan")
+
+    @property
+    def cpu_per_1000(self) -> float:
+        return 1000.0 * self.res.cpu / self.pages if self.pages else float("nan")
+
+    @property
+    def startup(self) -> float:
+        """Seconds until the first page reached crawled.txt."""
+        return self.res.first_growth if self.res.first_growth is not None else float("nan")
+
+    @property
+    def shutdown(self) -> float:
+        """Seconds from the last page written to crawled.txt until the command exited."""
+        return self.res.wall - self.res.last_growth if self.res.last_growth is not None else float("nan")
+
+    @property
+    def crawl_rate(self) -> float:
+        """Pages/s between the first and the last page written (start-up and shut-down excluded)."""
+        r = self.res
+        if r.first_growth is None or r.last_growth is None or r.last_growth <= r.first_growth:
+            return float("nan")
+        return (self.pages - 1) / (r.last_growth - r.first_growth)
+
+
+@dataclass
+class FrontierRun:
+    extra: int
+    phases: Dict[str, Phase] = field(default_factory=dict)
+    error: str = ""
+
+
+# --------------------------------------------------------------------------- steps
+
+def fresh_dir(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def append_extra_urls(queue: Path, params, extra: int) -> None:
+    """Append `extra` bare URL lines (depth 0) of real pages with distinct query strings."""
+    needs_newline = queue.exists() and queue.stat().st_size > 0 and not queue.read_bytes().endswith(b"\n")
+    chunk = 50_000
+    with open(queue, "a", encoding="utf-8") as f:
+        if needs_newline:
+            f.write("\n")
+        for start in range(0, extra, chunk):
+            f.write("".join(f"{params.origin}/p/{k % params.pages}.html?v={k}\n"
+                            for k in range(start, min(extra, start + chunk))))
+
+
+def create_project(params, projects: Path, base: Path, workers: int, timeout: float) -> Optional[str]:
+    """Step 1; returns an error text or None."""
+    cmd = measure.spider_cmd("crawl", PROJECT, params.start_url, "--workers", str(workers), "--delay", "0",
+                             "--max-depth", "1000", "--max-pages", "1", "--projects-dir", str(projects))
+    res = run_measured(cmd, timeout=timeout, log_dir=base / "create", cwd=measure.SPIDER_DIR)
+    counts = measure.project_counts(projects, PROJECT)
+    if not res.ok:
+        return f"create run failed ({'timeout' if res.timed_out else res.returncode}): {res.tail(800)}"
+    if not (projects / PROJECT).is_dir():
+        return f"no project folder {projects / PROJECT}"
+    if counts["crawled"] + counts["failed"] != 1:
+        return f"create run left crawled={counts['crawled']} failed={counts['failed']} (expected 1 in all)"
+    return None
+
+
+def timed_resume(name: str, projects: Path, log_dir: Path, budget: int, m: int, workers: int,
+                 timeout: float, nginx, quiet_wait: float) -> Phase:
+    """`crawl NAME --max-pages budget` (resume), timed and sampled; expects m more pages done."""
+    before = measure.project_counts(projects, PROJECT)
+    busy = measure.wait_quiet(quiet_wait)
+    if busy >= 0.3:
+        print(f"  (machine still busy before this run: {busy:.2f} cores)")
+    n0 = nginx.cpu_seconds()
+    cmd = measure.spider_cmd("crawl", PROJECT, "--max-pages", str(budget), "--workers", str(workers),
+                             "--delay", "0", "--projects-dir", str(projects))
+    res = run_measured(cmd, timeout=timeout, log_dir=log_dir, cwd=measure.SPIDER_DIR,
+                       watch=projects / PROJECT / "crawled.txt")
+    res.server_cpu = nginx.cpu_seconds() - n0
+    after = measure.project_counts(projects, PROJECT)
+    notes = []
+    if not res.ok:
+        notes.append(f"{'timed out' if res.timed_out else f'exited {res.returncode}'}: {res.tail(800)}")
+    done = after["crawled"] + after["failed"] - before["crawled"] - before["failed"]
+    if done != m:
+        notes.append(f"crawled+failed grew by {done}, expected {m}")
+    return Phase(name, after["crawled"] - before["crawled"], sum(after.values()), res, after, "; ".join(notes))
+
+
+def run_one(params, extra: int, m: int, workers: int, rep: int, timeout: float, clean_resume: bool,
+            nginx, quiet_wait: float) -> FrontierRun:
+    base = fresh_dir(RUN_DIR / f"extra-{extra}-r{rep}")
+    projects = base / "projects"
+    run = FrontierRun(extra)
+    error = create_project(params, projects, base, workers, timeout)
+    if error is not None:
+        run.error = error
+        return run
+    append_extra_urls(projects / PROJECT / "queue.txt", params, extra)
+    run.phases[PHASES[0]] = timed_resume(PHASES[0], projects, base / "appended", 1 + m, m, workers, timeout,
+                                         nginx, quiet_wait)
+    if clean_resume and run.phases[PHASES[0]].res.ok:
+        run.phases[PHASES[1]] = timed_resume(PHASES[1], projects, base / "clean-resume", 1 + 2 * m, m, workers,
+                                             timeout, nginx, quiet_wait)
+    shutil.rmtree(projects, ignore_errors=True)  # up to ~100 MB at 1M URLs; the logs stay
+    return run
+
+
+def describe(run: FrontierRun) -> str:
+    if run.error:
+        return f"extra={run.extra:<8} ERROR {run.error}"
+    lines = []
+    for ph in run.phases.values():
+        r = ph.res
+        pss = fmt(r.peak_pss / MB if r.peak_pss else None, ".0f")
+        lines.append(
+            f"extra={run.extra:<8} {ph.name:12} pages={ph.pages:<5} known={ph.known:<8} {r.wall:7.2f} s "
+            f"{ph.pages_per_s:7.1f} pages/s (start-up {ph.startup:.2f} s, {ph.crawl_rate:.1f} pages/s between "
+            f"first and last page, shut-down {ph.shutdown:.2f} s)\n"
+            f"    CPU {r.cpu:.1f} s; RSS {r.peak_rss / MB:.0f} MB (parent {r.peak_rss_root / MB:.0f}, largest "
+            f"worker {r.peak_rss_child / MB:.0f}); PSS {pss} MB; procs {r.peak_procs}; files {ph.counts}\n"
+            f"    {r.load_note()}")
+        if ph.note:
+            lines.append(f"    note: {ph.note}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- summary
+
+@dataclass
+class Row:
+    extra: int
+    known: float
+    pages: float
+    seconds: float
+    pages_per_s: float
+    startup: float
+    crawl_rate: float
+    shutdown: float
+    cpu_per_1000: float
+    rss: float            # bytes
+    pss: Optional[float]  # bytes
+    rss_root: float       # bytes
+    rss_child: float      # bytes
+
+
+def summarize(extra: int, phases: Sequence[Phase]) -> Optional[Row]:
+    ok = [p for p in phases if p.res.ok and p.pages > 0] or list(phases)
+    if not ok:
+        return None
+    pss = [p.res.peak_pss for p in ok if p.res.peak_pss]
+    return Row(extra, median([p.known for p in ok]), median([p.pages for p in ok]),
+               median([p.res.wall for p in ok]), median([p.pages_per_s for p in ok]),
+               median([p.startup for p in ok]), median([p.crawl_rate for p in ok]),
+               median([p.shutdown for p in ok]), median([p.cpu_per_1000 for p in ok]),
+               median([p.res.peak_rss for p in ok]), median(pss) if pss else None,
+               median([p.res.peak_rss_root for p in ok]), median([p.res.peak_rss_child for p in ok]))
+
+
+def per_url(value: Optional[float], known: float) -> Optional[float]:
+    return value / known if value and known else None
+
+
+def print_rows(title: str, rows: Sequence[Row]) -> None:
+    print(f"\n--- {title}")
+    print_table(["extra URLs", "known URLs", "pages", "seconds", "pages/s", "start s", "crawl pages/s", "end s",
+                 "CPU s/1000", "peak RSS MB", "parent MB", "worker MB", "peak PSS MB", "RSS B/URL", "PSS B/URL"],
+                [[f"{r.extra:,}", fmt(r.known, ",.0f"), fmt(r.pages, ".0f"), fmt(r.seconds, ".2f"),
+                  fmt(r.pages_per_s, ",.1f"), fmt(r.startup, ".2f"), fmt(r.crawl_rate, ",.1f"),
+                  fmt(r.shutdown, ".2f"), fmt(r.cpu_per_1000, ".2f"), fmt(r.rss / MB, ".0f"),
+                  fmt(r.rss_root / MB, ".0f"), fmt(r.rss_child / MB, ".0f"),
+                  fmt(r.pss / MB if r.pss else None, ".0f"), fmt(per_url(r.rss, r.known), ",.0f"),
+                  fmt(per_url(r.pss, r.known), ",.0f")] for r in rows])
+
+
+def verdicts(rows: Sequence[Row], label: str, targets: bool) -> Dict[str, Optional[float]]:
+    out: Dict[str, Optional[float]] = {}
+    good = [r for r in rows if r.pages > 0 and r.known > 0]
+    if len(good) < 2:
+        print(f"{label}: not enough successful runs for ratios")
+        return out
+    small, big = good[0], good[-1]
+    scaling = out["scaling"] = big.pages_per_s / small.pages_per_s
+    out["crawl_phase_scaling"] = big.crawl_rate / small.crawl_rate
+    out["rss_bytes_per_url"] = per_url(big.rss, big.known)
+    out["pss_bytes_per_url"] = per_url(big.pss, big.known)
+    dk = big.known - small.known
+    out["marginal_rss_bytes_per_url"] = (big.rss - small.rss) / dk if dk else None
+    out["marginal_pss_bytes_per_url"] = (big.pss - small.pss) / dk if dk and big.pss and small.pss else None
+    show = verdict if targets else info
+    show(f"{label}: pages/s at {big.extra:,} extra ÷ at {small.extra:,} = {out['scaling']:.2f} "
+         f"(crawl phase only: {out['crawl_phase_scaling']:.2f})", scaling >= TARGET_SCALING,
+         f">= {TARGET_SCALING:g}")
+    for kind in ("rss", "pss"):
+        v = out[f"{kind}_bytes_per_url"]
+        if v is not None:
+            show(f"{label}: peak {kind.upper()} (all processes) / known URLs at {big.extra:,} = {v:,.0f} B/URL",
+                 v <= TARGET_BYTES_PER_URL, f"<= {TARGET_BYTES_PER_URL:g}")
+    for kind in ("rss", "pss"):
+        v = out[f"marginal_{kind}_bytes_per_url"]
+        if v is not None:
+            print(f"{label}: marginal {kind.upper()} (peak at {big.extra:,} - peak at {small.extra:,}) / "
+                  f"({big.known:,.0f} - {small.known:,.0f} known URLs) = {v:,.1f} B/URL")
+    return out
+
+
+def verdict(text: str, ok: bool, target: str) -> None:
+    print(f"{text:100} target {target:6} {'PASS' if ok else 'FAIL'}")
+
+
+def info(text: str, ok: bool, target: str) -> None:
+    print(text)
+
+
+def print_summary(runs: Dict[int, List[FrontierRun]], repeat: int, workers: int, m: int) -> Dict[str, object]:
+    print(f"\n=== frontier scaling: --workers {workers}, M={m} pages per timed run, medians of {repeat} run(s)")
+    print("(start s: until the first page reached crawled.txt; crawl pages/s: between the first and the last "
+          "page written;\n end s: from the last page written to exit. pages/s = pages / seconds includes both. "
+          "parent / worker MB: peak RSS\n of the crawl's own process / of its largest worker.)")
+    result: Dict[str, object] = {}
+    for n, phase in enumerate(PHASES):
+        rows = [row for extra, rs in runs.items()
+                if (row := summarize(extra, [r.phases[phase] for r in rs if phase in r.phases])) is not None]
+        if not rows:
+            continue
+        title = ("timed run after appending the extra lines to queue.txt (reference figures)" if n == 0 else
+                 "clean resume of the same frontier, as the crawler saved it (M more pages)")
+        print_rows(title, rows)
+        result[phase] = {"rows": [asdict(r) for r in rows]}
+    print()
+    for n, phase in enumerate(PHASES):
+        if phase in result:
+            rows = [Row(**r) for r in result[phase]["rows"]]  # type: ignore[index]
+            result[phase]["ratios"] = verdicts(rows, phase, targets=(n == 0))  # type: ignore[index]
+    return result
+
+
+# --------------------------------------------------------------------------- main
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--extras", default="1000,100000,1000000", help="EXTRA queue sizes (default 1k,100k,1M)")
+    ap.add_argument("--m", type=int, default=3000, help="pages crawled by each timed run (default 3000)")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--pages", type=int, default=10_000, help="content pages of the site (default 10000)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per crawl run before it is killed")
+    ap.add_argument("--no-clean-resume", action="store_true", help="skip the second timed run (step 4)")
+    ap.add_argument("--quiet-wait", type=float, default=20.0,
+                    help="before each timed run, wait up to this many seconds for the machine to be idle")
+    ap.add_argument("--spider-dir", type=Path, default=None,
+                    help="folder with the crawler's main.py (default: the repository root)")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--nginx-workers", type=int, default=1)
+    ap.add_argument("--json", type=Path, default=OUT_DIR / "frontier.json")
+    return ap.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    measure.set_spider_dir(args.spider_dir)
+    extras = sorted(int(x.replace("_", "")) for x in args.extras.split(",") if x.strip())
+    if not measure.spider_ready():
+        print("spider CLI not working (`python main.py --help` fails); nothing to measure")
+        return 1
+    params = SITE.prepare_site(args.pages, SITE.DEFAULT_SITE_DIR, args.port)
+    print(f"site: {params.total_pages} pages at {params.start_url}; extras {extras}, M={args.m}, "
+          f"workers {args.workers}, {args.repeat} repeat(s); crawler {measure.SPIDER_DIR}")
+    runs: Dict[int, List[FrontierRun]] = {e: [] for e in extras}
+    t0 = time.monotonic()
+    with SITE.Nginx(SITE.DEFAULT_SITE_DIR, params.port, args.nginx_workers) as nginx:
+        SITE.check_rate(params)
+        for rep in range(args.repeat):
+            for extra in extras:
+                run = run_one(params, extra, args.m, args.workers, rep, args.timeout, not args.no_clean_resume,
+                              nginx, args.quiet_wait)
+                runs[extra].append(run)
+                print(f"[{rep + 1}/{args.repeat}] {describe(run)}", flush=True)
+    result = print_summary(runs, args.repeat, args.workers, args.m)
+    print(f"\ntotal benchmark time {time.monotonic() - t0:.0f} s")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    result["runs"] = [{"extra": r.extra, "error": r.error,
+                       "phases": {k: {"pages": p.pages, "known": p.known, "counts": p.counts, "note": p.note,
+                                      **{f: v for f, v in asdict(p.res).items()
+                                         if f not in ("stdout_path", "stderr_path")}}
+                                  for k, p in r.phases.items()}}
+                      for rs in runs.values() for r in rs]
+    args.json.write_text(json.dumps(result, indent=1, default=str))
+    print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
