@@ -49,6 +49,7 @@ QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED, HOSTS = ("queue.txt", "claims.txt", "c
                                                     "failed.txt", "rejected.txt", "hosts.txt")
 HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
            REJECTED: REJECTED_HEADER, HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
+READ_CHUNK = 1 << 20
 WINDOW_BYTES = 512 * 1024   # how far past the first unclaimed line one claim may look
 WINDOW_LINES = 4000
 LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log"}
@@ -219,20 +220,25 @@ class _File:
         return True
 
     def read_new(self) -> Iterator[tuple[int, int, str]]:
-        """Complete lines appended since the last call, with their byte offsets."""
+        """Complete lines appended since the last call, with their byte offsets.
+
+        Read in chunks, so catching up with a 60 MB queue.txt does not hold 60 MB at once."""
         assert self.fd is not None
         size = os.fstat(self.fd).st_size
-        if size <= self.pos:
-            return
-        data = os.pread(self.fd, size - self.pos, self.pos)
-        stop = data.rfind(b"\n") + 1   # a line still being written waits for the next call
-        base = self.pos
-        self.pos += stop
-        start = 0
-        while start < stop:
-            nl = data.index(b"\n", start) + 1
-            yield base + start, base + nl, data[start:nl].decode("utf-8", "replace")
-            start = nl
+        while self.pos < size:
+            data = os.pread(self.fd, min(size - self.pos, READ_CHUNK), self.pos)
+            stop = data.rfind(b"\n") + 1   # a line still being written waits for the next call
+            if stop == 0:
+                if len(data) < READ_CHUNK:
+                    return
+                stop = len(data)   # a line longer than a chunk: never written by us; cut it
+            base = self.pos
+            self.pos += stop
+            start = 0
+            while start < stop:
+                nl = data.find(b"\n", start, stop) + 1 or stop
+                yield base + start, base + nl, data[start:nl].decode("utf-8", "replace")
+                start = nl
 
     def read_at(self, offset: int, limit: int) -> bytes:
         assert self.fd is not None
