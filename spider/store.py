@@ -320,7 +320,7 @@ class FileStore:
                         if not is_data(line):
                             continue
                         url = first_field(line)
-                        if self._track_seen and self.seen.add(url):
+                        if self._track_seen and self.seen.add(url) and self.max_per_host is not None:
                             h = host_key(url)
                             self._admitted[h] = self._admitted.get(h, 0) + 1
                         if name == FAILED:
@@ -348,13 +348,13 @@ class FileStore:
             self._load_hosts()
             self._crawled, self._hops, self._failed = keep
         seen, track = self.seen, self._track_seen
-        admitted = self._admitted
+        admitted, counting = self._admitted, self.max_per_host is not None
         for _off, _end, line in self._queue.read_new():
             if is_data(line):
                 self._lines += 1
                 if track:
                     url = line.split("\t", 1)[0].strip()
-                    if seen.add(url):
+                    if seen.add(url) and counting:
                         h = host_key(url)
                         admitted[h] = admitted.get(h, 0) + 1
         for _off, _end, line in self._claims.read_new():
@@ -546,7 +546,8 @@ class FileStore:
                         over.append(rejected_line(e.url, "host budget", e.source))
                     continue
                 self.seen.add(e.url)
-                admitted[h] = admitted.get(h, 0) + 1
+                if cap is not None:
+                    admitted[h] = admitted.get(h, 0) + 1
                 new.append(e)
             if over:
                 append_text(self.folder / REJECTED, "".join(over))
@@ -825,21 +826,21 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                 if is_data(raw):
                     yield no, raw.rstrip("\r\n"), raw
 
-    # Pass 1, cheap (no parsing): the last line of each URL as written, so a retried URL keeps
-    # its latest attempts count. Pass 2 parses, normalises hand-written lines and writes.
-    first, last = SeenSet(), {}
-    for no, line, _ in lines():
-        key = line.split("\t", 1)[0].strip()
-        if not first.add(key):
-            last[key] = no
-    del first
+    # One pass: parse, normalise hand-written lines, check admission, write the first line of each
+    # URL. A URL queued twice (a retry re-queued before a crash) keeps the *latest* line's fields
+    # (its attempts count): such URLs are remembered in ``later`` and patched in a second pass
+    # over the output, which only happens when there are any.
     tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
     written = SeenSet()
+    later: dict[str, QueueEntry] = {}
     with open(tmp, "w", encoding="utf-8") as out:
         out.write(QUEUE_HEADER)
 
         def keep(e: QueueEntry) -> None:
-            if e.url in done or e.url in written:
+            if e.url in done:
+                return
+            if e.url in written:
+                later[e.url] = e
                 return
             reason = admit(e.url, e.depth)
             if reason:
@@ -851,8 +852,22 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
             rep.pending += 1
 
         for no, line, raw in lines():
-            if last and last.get(line.split("\t", 1)[0].strip(), no) != no:
-                continue
+            if raw.endswith("\n") and _trusted(line):   # our own line: no parsing, no rewriting
+                url, depth, _ = line.split("\t", 2)
+                if url in done:
+                    continue
+                if url in written or not depth.isdigit():
+                    pass   # the slow path below handles duplicates and odd fields
+                else:
+                    reason = admit(url, int(depth))
+                    if reason:
+                        rejected.append(rejected_line(url, reason, line.rsplit("\t", 1)[-1]))
+                        rep.refused[reason] = rep.refused.get(reason, 0) + 1
+                    else:
+                        written.add(url)
+                        out.write(raw)
+                        rep.pending += 1
+                    continue
             try:
                 if not raw.endswith("\n") and "\t" in line and line.count("\t") < 4:
                     raise ValueError("torn last line")
@@ -868,16 +883,30 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                 e = parse_queue_line(qline)
             except ValueError:
                 continue
-            if url not in done and url not in written:
+            if url not in done and url not in written:   # its queue line is gone (compacted)
                 rep.recovered_claims += 1
                 keep(e)
         out.flush()
         os.fsync(out.fileno())
+    if later:
+        _patch_lines(tmp, later)
     os.replace(tmp, qpath)
     if rejected:
         append_text(folder / REJECTED, "".join(rejected))
     atomic_write(cpath, HEADERS[CLAIMS])
     return rep
+
+
+def _patch_lines(path: Path, latest: dict[str, QueueEntry]) -> None:
+    """Rewrite the lines of the URLs in ``latest`` with those entries (same position)."""
+    tmp = path.with_name(path.name + ".patch")
+    with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as out:
+        for line in src:
+            e = latest.get(line.split("\t", 1)[0].rstrip("\n"))
+            out.write(e.line() if e is not None else line)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
 
 
 def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, HostState]:
