@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from filelock import FileLock, Timeout
 
@@ -28,7 +28,7 @@ from . import config as settings
 from .config import CrawlConfig
 from .records import QueueEntry, is_data, utc_stamp
 from .scope import Admission
-from .store import FileStore, StoreError, atomic_write, is_clean, recover, write_signature
+from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recover, write_signature
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 WORKER_STORE_ERROR = 3
@@ -113,7 +113,7 @@ class Crawl:
             return None if url in seeds else admission.check(url, depth)
 
         if not is_clean(self.folder, cfg.key()):
-            rep = recover(self.folder, admit)
+            rep = self._recover_in_child(admit)
             for problem in rep.problems:
                 self._say(f"warning: {problem}")
             if rep.recovered_claims:
@@ -143,6 +143,23 @@ class Crawl:
                           "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"))
         self._finish_line(summary)
         return code
+
+    def _recover_in_child(self, admit: Callable[[str, int], str | None]) -> Repair:
+        """Run ``recover`` in a forked child: its working memory (a pass over a possibly huge
+        queue.txt) is returned to the system when the child exits, instead of staying in the
+        parent's heap that every worker then inherits."""
+        parent_end, child_end = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit))
+        p.start()
+        child_end.close()
+        try:
+            outcome = parent_end.recv()
+        except EOFError:
+            outcome = StoreError("recovery of the project files failed (see above)")
+        p.join()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def _finish_line(self, s: Summary) -> None:
         if self.tty:
@@ -271,6 +288,16 @@ class _Rate:
             self.points.pop(0)
         (t0, d0), (t1, d1) = self.points[0], self.points[-1]
         return (d1 - d0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def _recover_child(conn: Any, folder: Path, admit: Callable[[str, int], str | None]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        conn.send(recover(folder, admit))
+    except OSError as e:
+        conn.send(StoreError(f"{e.filename or folder}: {e.strerror or e}"))
+    finally:
+        conn.close()
 
 
 class _StopSignal:
