@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 
 from .politeness import HostState
 from .records import QueueEntry, is_redirect_hop, rejected_line
-from .store import WINDOW_LINES, Claim, ClaimResult, Counts
+from .store import WINDOW_LINES, Claim, ClaimResult, Counts, claim_limit
 from .urls import host_key
 
 
@@ -44,11 +44,9 @@ class MemoryStore:
 
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         c = self.counts()
-        if self.max_pages is not None:
-            left = self.max_pages - c.completed - c.in_flight
-            if left <= 0:
-                return ClaimResult([], c.pending, c.in_flight, None, True)
-            limit = min(limit, left)
+        limit = claim_limit(limit, self.max_pages, c)
+        if limit == 0:
+            return ClaimResult([], c.pending, c.in_flight, None, True)
         taken: list[Claim] = []
         wait: float | None = None
         keep: list[QueueEntry] = []

@@ -170,6 +170,14 @@ class Counts:
         return self.crawled + self.failed
 
 
+def claim_limit(limit: int, max_pages: int | None, counts: Counts) -> int:
+    """How many URLs a claim may take: --max-pages counts completed and in-flight URLs, so the
+    budget is never overshot however many workers claim at once. 0 means the budget is used up."""
+    if max_pages is None:
+        return limit
+    return max(0, min(limit, max_pages - counts.completed - counts.in_flight))
+
+
 class Store(Protocol):
     """What a worker needs from a frontier: ``FileStore`` for real, ``MemoryStore`` in tests."""
 
@@ -449,13 +457,10 @@ class FileStore:
     def _claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         with self.lock:
             self._sync()
-            budget_reached = False
-            if self.max_pages is not None:
-                c = self.counts()
-                left = self.max_pages - c.completed - c.in_flight
-                if left <= 0:
-                    return ClaimResult([], c.pending, c.in_flight, None, True)
-                limit = min(limit, left)
+            c = self.counts()
+            limit = claim_limit(limit, self.max_pages, c)
+            if limit == 0:
+                return ClaimResult([], c.pending, c.in_flight, None, True)
             taken: list[Claim] = []
             wait: float | None = None
             records: list[str] = []
@@ -502,7 +507,7 @@ class FileStore:
                 self._claims.append("".join(records))
                 self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
             c = self.counts()
-            return ClaimResult(taken, c.pending, c.in_flight, wait, budget_reached)
+            return ClaimResult(taken, c.pending, c.in_flight, wait, False)
 
     def _window(self) -> Iterator[tuple[int, int, str]]:
         """Lines of queue.txt from the first unclaimed one, up to the window's limits."""

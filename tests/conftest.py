@@ -69,3 +69,20 @@ def projects_dir(tmp_path: Path) -> Path:
     path = tmp_path / "projects"
     path.mkdir()
     return path
+
+
+class FakeClock:
+    """``clock()`` is the fake time; ``wait(s)`` advances it and never asks to stop. Passed to
+    ``Spider(clock=..., wait=...)`` so tests of time-dependent policy need no patching."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += max(0.0, seconds)
+        return False

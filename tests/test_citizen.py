@@ -34,6 +34,7 @@ from spider.memory import MemoryStore
 from spider.politeness import PARK_FOR, parse_host_line
 from spider.records import QueueEntry, is_data, parse_queue_line
 from spider.robots import load as load_robots
+from conftest import FakeClock
 from spider.spider import Spider
 from spider.urls import host_key
 
@@ -147,20 +148,6 @@ def hkey(site: TestSite) -> str:
 # =========================================================================== helpers: the worker
 
 
-class FakeClock:
-    """``clock()`` is the fake time; ``wait(s)`` advances it and never asks to stop."""
-
-    def __init__(self, start: float = T0) -> None:
-        self.now = start
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float) -> bool:
-        self.waits.append(seconds)
-        self.now += max(0.0, seconds)
-        return False
 
 
 Worker = Callable[..., "tuple[Spider, MemoryStore, FakeClock]"]

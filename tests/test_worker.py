@@ -17,25 +17,12 @@ from spider.config import CrawlConfig
 from spider.links import Link
 from spider.memory import MemoryStore
 from spider.records import QueueEntry, first_field
+from conftest import FakeClock
 from spider.spider import LinkReport, Spider
 
 T0 = 1_700_000_000.0
 
 
-class FakeClock:
-    """``clock()`` returns the fake time; ``wait(s)`` advances it and never asks to stop."""
-
-    def __init__(self, start: float = T0) -> None:
-        self.now = start
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float) -> bool:
-        self.waits.append(seconds)
-        self.now += max(0.0, seconds)
-        return False
 
 
 def make_config(seed: str, **kw) -> CrawlConfig:
