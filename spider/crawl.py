@@ -358,4 +358,3 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, paren
         spider.close()
 
 
-RunCallback = Callable[[Crawl], None]

@@ -187,15 +187,15 @@ def _detect_encoding(body: bytes, charset: str | None = None) -> tuple[str, int]
     for bom, codec in _BOMS:
         if body.startswith(bom):
             return codec, len(bom)
-    codec = _codec_for(charset, from_document=False)
-    if codec:
-        return codec, 0
+    given = _codec_for(charset, from_document=False)
+    if given:
+        return given, 0
     head = body[:_PRESCAN_BYTES]
     match = _META_CHARSET_RE.search(head) or _XML_DECL_CHARSET_RE.match(head)
     if match:
-        codec = _codec_for(match.group(1), from_document=True)
-        if codec:
-            return codec, 0
+        declared = _codec_for(match.group(1), from_document=True)
+        if declared:
+            return declared, 0
     return "utf-8", 0
 
 

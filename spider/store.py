@@ -181,7 +181,8 @@ def claim_limit(limit: int, max_pages: int | None, counts: Counts) -> int:
 class Store(Protocol):
     """What a worker needs from a frontier: ``FileStore`` for real, ``MemoryStore`` in tests."""
 
-    seen: Container[str]
+    @property
+    def seen(self) -> Container[str]: ...
 
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult: ...
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]: ...
@@ -283,7 +284,7 @@ class FileStore:
         self.seen = SeenSet()
         self._over_budget = SeenSet()
         self._base = Counts()
-        self._admitted = {}
+        self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
         self._reset_view()
 
     # -- derived state ---------------------------------------------------------------------------
@@ -317,7 +318,7 @@ class FileStore:
     def _open(self, lock: bool) -> None:
         with (self.lock if lock else contextlib.nullcontext()):
             self._base = Counts()
-            self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
+            self._admitted = {}
             self._load_hosts()
             for name in (CRAWLED, FAILED):
                 path = self.folder / name

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -498,7 +497,7 @@ def test_ten_thousand_nested_divs():
 
 @pytest.mark.parametrize("tag", ["b", "span", "template", "noscript", "table", "font"])
 def test_deep_unclosed_nesting_keeps_later_links(tag: str):
-    body = (f"<a href=/first>f</a>" + f"<{tag}>x" * 5000 + "<a href=/late>l</a>").encode()
+    body = ("<a href=/first>f</a>" + f"<{tag}>x" * 5000 + "<a href=/late>l</a>").encode()
     assert hrefs(body) == ["/first", "/late"]
 
 

@@ -237,6 +237,7 @@ class DemoServer(ThreadingHTTPServer):
     def url(self) -> str:
         """The base URL, e.g. ``http://127.0.0.1:8000/``."""
         host, port = self.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}/"
 
     def start(self) -> "DemoServer":
