@@ -180,3 +180,29 @@ def test_politeness_holds_across_workers(site, projects_dir):
     assert len(times) == len(paths) + 1           # robots.txt is a request to the host too
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert min(gaps) >= 0.3 - 0.03, gaps   # small tolerance for clock granularity
+
+
+def test_second_ctrl_c_stops_at_once_and_the_rerun_recovers(site, projects_dir):
+    paths = site.add_tree(60, 6, page_size=1000)
+    pages = {site.url(p) for p in paths}
+    for p in paths:   # slow pages: a graceful stop would have to wait for them
+        site.route(p, body=site_body(site, p), delay=0.5)
+    site.reset()
+    cmd = crawl_cmd(projects_dir, "cc", site.url("/"), "--workers", "3", "--delay", "0", "--max-depth", "100")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(2.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)          # the second Ctrl-C: workers killed, no waiting
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    check_consistent(projects_dir / "cc")
+    rerun = subprocess.run(cmd[:4] + cmd[5:], capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    crawled, failed, queue = check_consistent(projects_dir / "cc")
+    assert set(crawled) == pages and queue == []
