@@ -33,6 +33,8 @@ def project_folder(projects_dir: Path, name: str) -> Path:
         raise click.ClickException(
             f"invalid project NAME {name!r}: use a plain folder name (no path separators, no '..', "
             "no leading '.')")
+    if len(name.encode("utf-8", "surrogateescape")) > 255:
+        raise click.ClickException("invalid project NAME: longer than 255 bytes")
     folder = projects_dir / name
     if folder.is_symlink():
         raise click.ClickException(f"{folder} is a symbolic link; refusing to follow it out of {projects_dir}")

@@ -8,6 +8,7 @@ them back, and options given on the command line override them and are saved.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -80,7 +81,11 @@ def load(folder: Path) -> dict[str, Any]:
     singular = {v: k for k, v in _MULTI.items()}
     out: dict[str, Any] = {}
     multi: dict[str, list[str]] = {}
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -136,6 +141,14 @@ def check(cfg: CrawlConfig) -> None:
                     ("max_links", cfg.max_links)):
         if x < 0:
             raise ValueError(f"{what} must not be negative")
+    for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("connect_timeout", cfg.connect_timeout),
+                    ("read_timeout", cfg.read_timeout), ("max_time", cfg.max_time)):
+        if not math.isfinite(x):
+            raise ValueError(f"{what} must be a finite number of seconds, not {x}")
+    if not cfg.user_agent.strip() or cfg.user_agent != cfg.user_agent.strip() or any(
+            ord(c) < 32 or ord(c) == 127 for c in cfg.user_agent):
+        raise ValueError("user_agent must be one line of text without control characters or "
+                         "leading/trailing spaces")
     for what, x in (("connect_timeout", cfg.connect_timeout), ("read_timeout", cfg.read_timeout),
                     ("max_time", cfg.max_time), ("max_bytes", cfg.max_bytes)):
         if x <= 0:

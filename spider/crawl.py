@@ -124,8 +124,9 @@ class Crawl:
             self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
                       "crawl only sites whose owners agree")
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host).open()
-        if self.new_seeds:
-            store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in self.new_seeds)
+        # Every seed, every run: known ones are dropped by dedup, and a first run killed between
+        # saving settings.txt and queueing its seeds still starts from them.
+        store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
         started = time.monotonic()
         if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
             self._say(f"--max-pages {cfg.max_pages} already reached in this project; "

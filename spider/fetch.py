@@ -128,6 +128,8 @@ class Fetcher:
                                  timeout=(cfg.connect_timeout, cfg.read_timeout))
         except requests.RequestException as e:
             return failure_of(e)
+        except (UnicodeError, ValueError) as e:   # e.g. a Location header that is not UTF-8
+            return FetchFailure("invalid response", False, f"{type(e).__name__}: {e}")
         try:
             encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
             if any(e not in DECODABLE for e in encodings):
@@ -138,15 +140,22 @@ class Fetcher:
             retry_after = r.headers.get("Retry-After")
             body = b""
             size = declared or 0
-            if 200 <= r.status_code < 300 and (media in HTML_TYPES or not media or any_type):
+            if 200 <= r.status_code < 300 and not media and not any_type:
+                # No Content-Type: look at the first bytes only; a non-HTML body is not downloaded.
+                head = r.raw.read1(4096, decode_content=True)
+                if not _sniff_html(head):
+                    return Response(r.url or url, r.status_code, "", charset, b"", declared or len(head),
+                                    location, time.monotonic() - start, retry_after)
+                media = "text/html"
+                got = self._read_body(r, start, limit, head)
+                if isinstance(got, FetchFailure):
+                    return got
+                body, size = got, len(got)
+            elif 200 <= r.status_code < 300 and (media in HTML_TYPES or any_type):
                 got = self._read_body(r, start, limit)
                 if isinstance(got, FetchFailure):
                     return got
                 body, size = got, len(got)
-                if not media and _sniff_html(body):
-                    media = "text/html"
-                elif not media and not any_type:
-                    body = b""
             return Response(r.url or url, r.status_code, media, charset, body, size, location,
                             time.monotonic() - start, retry_after)
         except requests.RequestException as e:
@@ -154,11 +163,12 @@ class Fetcher:
         finally:
             r.close()
 
-    def _read_body(self, r: requests.Response, start: float, limit: int | None = None) -> bytes | FetchFailure:
+    def _read_body(self, r: requests.Response, start: float, limit: int | None = None,
+                   head: bytes = b"") -> bytes | FetchFailure:
         cfg = self.config
         raw = r.raw
-        chunks: list[bytes] = []
-        total = 0
+        chunks: list[bytes] = [head] if head else []
+        total = len(head)
         try:
             while True:
                 chunk = raw.read1(65536, decode_content=True)

@@ -15,6 +15,7 @@ follow after a TAB, blank lines and lines starting with ``#`` are ignored. URLs 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -23,7 +24,8 @@ CRAWLED_HEADER = "# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_u
 FAILED_HEADER = "# url\treason\tdepth\tfetched_at\n"
 REJECTED_HEADER = "# url_or_line\treason\tsource\n"
 
-_BAD = str.maketrans({"\t": " ", "\r": " ", "\n": " ", "\x00": " "})
+# TAB, NUL, and every character str.splitlines() treats as a line break.
+_BAD = str.maketrans({c: " " for c in "\t\r\n\x00\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 def clean(value: object) -> str:
@@ -76,6 +78,8 @@ def parse_queue_line(line: str) -> QueueEntry:
         raise ValueError("depth, attempts and not_before must be numbers") from None
     if depth < 0 or attempts < 0:
         raise ValueError("depth and attempts must not be negative")
+    if not math.isfinite(not_before):
+        raise ValueError("not_before must be a finite Unix time")
     source = fields[4] if len(fields) > 4 and fields[4] else "-"
     return QueueEntry(url, depth, attempts, not_before, source)
 

@@ -5,7 +5,8 @@
 - ``depth``: deeper than ``--max-depth`` (a seed is depth 0, its links depth 1, ...);
 - ``scope``: outside the crawl's scope (see ``Scope``);
 - ``deny``: matches a ``--deny`` regular expression;
-- ``allow``: ``--allow`` patterns were given and none matches.
+- ``allow``: ``--allow`` patterns were given and none matches;
+- ``url too long``: longer than ``MAX_URL_LENGTH`` characters.
 
 Duplicates are not a refusal: the store drops URLs already queued, in flight, crawled or failed,
 and counts them. Every refusal is written to rejected.txt by the caller with the page it came from.
@@ -21,6 +22,9 @@ from urllib.parse import urlsplit
 
 from .config import CrawlConfig
 from .urls import host_key
+
+
+MAX_URL_LENGTH = 8192   # longer URLs are refused: servers reject them (and they are traps)
 
 
 def hostname(url: str) -> str:
@@ -99,6 +103,8 @@ class Admission:
         self.deny = [re.compile(p) for p in config.deny]
 
     def check(self, url: str, depth: int) -> str | None:
+        if len(url) > MAX_URL_LENGTH:
+            return "url too long"
         if depth > self.max_depth:
             return "depth"
         if not self.scope.allows(url):

@@ -234,13 +234,16 @@ class _File:
         Read in chunks, so catching up with a 60 MB queue.txt does not hold 60 MB at once."""
         assert self.fd is not None
         size = os.fstat(self.fd).st_size
+        chunk = READ_CHUNK
         while self.pos < size:
-            data = os.pread(self.fd, min(size - self.pos, READ_CHUNK), self.pos)
+            data = os.pread(self.fd, min(size - self.pos, chunk), self.pos)
             stop = data.rfind(b"\n") + 1   # a line still being written waits for the next call
             if stop == 0:
-                if len(data) < READ_CHUNK:
+                if self.pos + len(data) >= size:
                     return
-                stop = len(data)   # a line longer than a chunk: never written by us; cut it
+                chunk *= 2   # a line longer than the chunk: read more, never cut a line
+                continue
+            chunk = READ_CHUNK
             base = self.pos
             self.pos += stop
             start = 0
@@ -367,7 +370,10 @@ class FileStore:
                         h = host_key(url)
                         admitted[h] = admitted.get(h, 0) + 1
         for _off, _end, line in self._claims.read_new():
-            self._apply(line)
+            try:
+                self._apply(line)
+            except (ValueError, IndexError):
+                continue   # not a journal record (a hand edit); recovery ignores it as well
 
     def _apply(self, record: str) -> None:
         kind = record[:1]
@@ -612,6 +618,11 @@ class FileStore:
         with self.lock:
             self._sync()
             lost = [(url, qline) for url, (o, qline) in self._inflight.items() if o == owner]
+            if lost:   # killed between recording the page and closing the claim? then it is done
+                recent = _recent_urls(self.folder / CRAWLED) | _recent_urls(self.folder / FAILED)
+                for url in [u for u, _ in lost if u in recent]:
+                    self._journal([f"D\tsettled\t{url}\n"])
+                lost = [(u, q) for u, q in lost if u not in recent]
             if lost:
                 self._queue.append("".join(q + "\n" for _, q in lost))
                 self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
@@ -797,6 +808,8 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
     for name in (CRAWLED, FAILED):
         _repair_outcome_file(folder / name, rep, rejected, done)
 
+    for name in (REJECTED, "fetch.log", "errors.log"):
+        _end_torn_log(folder / name, rep)
     qpath, cpath = folder / QUEUE, folder / CLAIMS
     hosts = _repair_hosts(folder, rep, rejected)
     inflight: dict[str, str] = {}
@@ -827,7 +840,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         """(line number, line, raw end) of the data lines of queue.txt."""
         if not qpath.exists():
             return
-        with open(qpath, encoding="utf-8", errors="replace", newline="") as f:
+        with open(qpath, encoding="utf-8-sig", errors="replace", newline="") as f:   # -sig: Notepad's BOM
             for no, raw in enumerate(f, 1):
                 if is_data(raw):
                     yield no, raw.rstrip("\r\n"), raw
@@ -875,7 +888,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                         rep.pending += 1
                     continue
             try:
-                if not raw.endswith("\n") and "\t" in line and line.count("\t") < 4:
+                if not raw.endswith("\n") and "\t" in line:   # only bare URLs are hand-written so
                     raise ValueError("torn last line")
                 e = parse_queue_line(line)
                 url = e.url if _trusted(line) else normalize(e.url)
@@ -915,17 +928,50 @@ def _patch_lines(path: Path, latest: dict[str, QueueEntry]) -> None:
     os.replace(tmp, path)
 
 
+def _recent_urls(path: Path, tail: int = 1 << 20) -> set[str]:
+    """URLs of the last MiB of an outcome file (where a worker that just died wrote last)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail))
+            data = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return set()
+    return {line.split("\t", 1)[0] for line in data.splitlines()[1:] if "\t" in line}
+
+
+def _end_torn_log(path: Path, rep: Repair) -> None:
+    """A log whose last line was cut (power loss): end that line, so the next record starts its own."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+    except FileNotFoundError:
+        return
+    append_text(path, "\n")
+    rep.problems.append(f"{path.name}: its last line was cut (power loss?); kept as it is and ended")
+
+
 def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, HostState]:
     """hosts.txt as a dict; lines that do not parse are reported and moved to rejected.txt."""
     out: dict[str, HostState] = {}
     path = folder / HOSTS
     if not path.exists():
         return out
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         for no, line in enumerate(f, 1):
+            line = line.replace("\r\n", "\n")
             if not is_data(line):
                 continue
             try:
+                if not line.endswith("\n"):
+                    raise ValueError("torn last line")
+                if line.count("\t") != 4:
+                    raise ValueError("expected 5 TAB-separated fields")
                 host, state = parse_host_line(line)
             except ValueError as e:
                 rep.problems.append(f"{HOSTS}:{no}: {e}, moved to rejected.txt: {line.strip()[:200]!r}")
@@ -942,7 +988,9 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
         return
     keep: list[str] = []
     bad = False
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    with open(path, "rb") as fb:
+        bad = fb.read(3) == b"\xef\xbb\xbf"   # a BOM from a hand edit: rewrite without it
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         for no, raw in enumerate(f, 1):
             if not is_data(raw):
                 keep.append(raw if raw.endswith("\n") else raw + "\n")
