@@ -28,7 +28,7 @@ from . import config as settings
 from .config import CrawlConfig
 from .records import QueueEntry, is_data, utc_stamp
 from .scope import Admission
-from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recover, write_signature
+from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recover, tidy, write_signature
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 WORKER_STORE_ERROR = 3
@@ -112,6 +112,8 @@ class Crawl:
         def admit(url: str, depth: int) -> str | None:
             return None if url in seeds else admission.check(url, depth)
 
+        for problem in tidy(self.folder):
+            self._say(f"warning: {problem}")
         if not is_clean(self.folder, cfg.key()):
             rep = self._recover_in_child(admit)
             for problem in rep.problems:

@@ -619,9 +619,9 @@ class FileStore:
             self._sync()
             lost = [(url, qline) for url, (o, qline) in self._inflight.items() if o == owner]
             if lost:   # killed between recording the page and closing the claim? then it is done
-                recent = _recent_urls(self.folder / CRAWLED) | _recent_urls(self.folder / FAILED)
-                for url in [u for u, _ in lost if u in recent]:
-                    self._journal([f"D\tsettled\t{url}\n"])
+                recent = {**_recent_urls(self.folder / CRAWLED, "crawled"),
+                          **_recent_urls(self.folder / FAILED, "failed")}
+                self._journal([f"D\t{recent[u]}\t{u}\n" for u, _ in lost if u in recent])
                 lost = [(u, q) for u, q in lost if u not in recent]
             if lost:
                 self._queue.append("".join(q + "\n" for _, q in lost))
@@ -928,16 +928,35 @@ def _patch_lines(path: Path, latest: dict[str, QueueEntry]) -> None:
     os.replace(tmp, path)
 
 
-def _recent_urls(path: Path, tail: int = 1 << 20) -> set[str]:
-    """URLs of the last MiB of an outcome file (where a worker that just died wrote last)."""
+def _recent_urls(path: Path, kind: str, tail: int = 1 << 20) -> dict[str, str]:
+    """URL -> journal kind (crawled, hop, failed) of the records in the last MiB of an outcome
+    file, where a worker that just died wrote last."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - tail))
             data = f.read().decode("utf-8", "replace")
     except FileNotFoundError:
-        return set()
-    return {line.split("\t", 1)[0] for line in data.splitlines()[1:] if "\t" in line}
+        return {}
+    out = {}
+    for line in data.split("\n")[1:]:
+        if "\t" in line:
+            out[line.split("\t", 1)[0]] = "hop" if kind == "crawled" and is_redirect_hop(line) else kind
+    return out
+
+
+def tidy(folder: Path) -> list[str]:
+    """At the start of a crawl (nothing else writes): end logs cut by power loss, and remove
+    temp files of rewrites a kill interrupted. Returns what it reported."""
+    rep = Repair()
+    for name in (REJECTED, "fetch.log", "errors.log"):
+        _end_torn_log(Path(folder) / name, rep)
+    for tmp in Path(folder).glob(".*.tmp"):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+    return rep.problems
 
 
 def _end_torn_log(path: Path, rep: Repair) -> None:
