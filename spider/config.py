@@ -145,10 +145,17 @@ def check(cfg: CrawlConfig) -> None:
                     ("read_timeout", cfg.read_timeout), ("max_time", cfg.max_time)):
         if not math.isfinite(x):
             raise ValueError(f"{what} must be a finite number of seconds, not {x}")
-    if not cfg.user_agent.strip() or cfg.user_agent != cfg.user_agent.strip() or any(
-            ord(c) < 32 or ord(c) == 127 for c in cfg.user_agent):
-        raise ValueError("user_agent must be one line of text without control characters or "
-                         "leading/trailing spaces")
+    # settings.txt is one setting per line, and the user agent is an HTTP header (Latin-1)
+    for what, text in [("user_agent", cfg.user_agent)] + [("allow", p) for p in cfg.allow] + \
+            [("deny", p) for p in cfg.deny]:
+        if any(ord(c) < 32 or ord(c) == 127 or c in "\x85\u2028\u2029" for c in text):
+            raise ValueError(f"{what} must be one line of text without control characters: {text!r}")
+    if not cfg.user_agent.strip() or cfg.user_agent != cfg.user_agent.strip():
+        raise ValueError("user_agent must not be empty or start or end with spaces")
+    try:
+        cfg.user_agent.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ValueError(f"user_agent must be ASCII (it is an HTTP header): {cfg.user_agent!r}") from None
     for what, x in (("connect_timeout", cfg.connect_timeout), ("read_timeout", cfg.read_timeout),
                     ("max_time", cfg.max_time), ("max_bytes", cfg.max_bytes)):
         if x <= 0:
