@@ -206,3 +206,17 @@ def test_second_ctrl_c_stops_at_once_and_the_rerun_recovers(site, projects_dir):
     assert rerun.returncode == 0, rerun.stderr
     crawled, failed, queue = check_consistent(projects_dir / "cc")
     assert set(crawled) == pages and queue == []
+
+
+def test_eight_workers_five_thousand_pages_each_fetched_once(site, projects_dir):
+    paths = site.add_tree(5000, 6)
+    pages = {site.url(p) for p in paths}
+    run = subprocess.run(crawl_cmd(projects_dir, "big", site.url("/"), "--workers", "8", "--delay", "0",
+                                   "--max-depth", "10000"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    hits = site.hits
+    assert hits.pop("/robots.txt") == 1
+    assert {site.url(p) for p in hits} == pages
+    assert max(hits.values()) == 1, [p for p, n in hits.items() if n > 1][:10]
+    crawled, failed, queue = check_consistent(projects_dir / "big")
+    assert set(crawled) == pages and failed == [] and queue == []

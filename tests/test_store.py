@@ -298,3 +298,45 @@ def test_parsing_any_queue_line_raises_only_value_error(line: str):
     except ValueError:
         return
     assert isinstance(e.depth, int) and e.url
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parsing_any_hosts_line_raises_only_value_error(line: str):
+    from spider.politeness import parse_host_line
+    try:
+        host, state = parse_host_line(line)
+    except ValueError:
+        return
+    assert host and state.delay >= 0
+
+
+_junk = st.lists(st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(["http://a.test/x", "http://a.test/y\t1\t0\t0\t-", "C\t0\t10\t1\t0\thttp://a.test/x",
+                     "D\tcrawled\thttp://a.test/x", "H\ta.test\t1\t0\t0\t-", "\ufeffhttp://a.test/z",
+                     "http://a.test/w\t200\ttext/html\t1\t0\t2026-01-01T00:00:00Z\t-"])), max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(queue=_junk, crawled=_junk, failed=_junk, claims=_junk, hosts=_junk, cut=st.booleans())
+def test_recovery_of_any_files_never_raises_and_leaves_parseable_files(queue, crawled, failed, claims,
+                                                                       hosts, cut):
+    import tempfile
+    from spider.politeness import parse_host_line
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        for name, lines in (("queue.txt", queue), ("crawled.txt", crawled), ("failed.txt", failed),
+                            ("claims.txt", claims), ("hosts.txt", hosts)):
+            text = "\n".join(lines)
+            (folder / name).write_text(text if cut else text + "\n", encoding="utf-8", errors="surrogatepass")
+        recover(folder, lambda url, depth: None)
+        for line in (folder / QUEUE).read_text().splitlines():
+            if not line.startswith("#"):
+                parse_queue_line(line)                     # every pending line parses
+        for line in (folder / "hosts.txt").read_text().splitlines():
+            if not line.startswith("#"):
+                parse_host_line(line)
+        assert [x for x in (folder / CLAIMS).read_text().splitlines() if not x.startswith("#")] == []
+        store = FileStore(folder, owner=1).open()       # and the store opens on what recovery left
+        assert store.refresh().in_flight == 0
