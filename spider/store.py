@@ -35,6 +35,7 @@ import contextlib
 import fcntl
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Container, Iterable, Iterator, Protocol
@@ -782,6 +783,11 @@ def is_clean(folder: Path, settings_key: str) -> bool:
         return False
 
 
+_UNIX_TIME = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
+_COUNT = re.compile(r"[0-9]{1,9}")
+_PLAIN_URL = re.compile(r"https?://[!-~]+")   # printable ASCII, no spaces: as normalize writes it
+
+
 def _trusted(line: str) -> bool:
     """A full line the crawler wrote itself: its URL is already normalised."""
     return line.count("\t") >= 4 and line.startswith(("http://", "https://"))
@@ -871,11 +877,13 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
             rep.pending += 1
 
         for no, line, raw in lines():
-            if raw.endswith("\n") and _trusted(line):   # our own line: no parsing, no rewriting
-                url, depth, _ = line.split("\t", 2)
+            fields = line.split("\t") if raw.endswith("\n") and _trusted(line) else ()
+            if len(fields) == 5:   # the shape of our own line: checked cheaply, copied as it is
+                url, depth, attempts, not_before = fields[:4]
                 if url in done:
                     continue
-                if url in written or not depth.isdigit():
+                if (url in written or not _COUNT.fullmatch(depth) or not _COUNT.fullmatch(attempts)
+                        or not _UNIX_TIME.fullmatch(not_before) or not _PLAIN_URL.fullmatch(url)):
                     pass   # the slow path below handles duplicates and odd fields
                 else:
                     reason = admit(url, int(depth))
