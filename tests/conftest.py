@@ -86,3 +86,14 @@ class FakeClock:
         self.waits.append(seconds)
         self.now += max(0.0, seconds)
         return False
+
+
+def run_until_done(spider, limit: int = 5000) -> None:  # type: ignore[no-untyped-def]
+    """``spider.run`` until it finishes on its own; the stop condition only trips on a runaway,
+    and then the test fails. The in-memory store must end with nothing pending or in flight."""
+    import itertools
+
+    calls = itertools.count()
+    spider.run(lambda: next(calls) > limit)
+    assert next(calls) <= limit + 1, "the worker did not finish on its own"
+    assert not spider.store.pending and not spider.store.inflight

@@ -13,7 +13,6 @@ Two kinds of tests:
 from __future__ import annotations
 
 import calendar
-import itertools
 import os
 import random
 import re
@@ -34,7 +33,7 @@ from spider.memory import MemoryStore
 from spider.politeness import PARK_FOR, parse_host_line
 from spider.records import QueueEntry, is_data, parse_queue_line
 from spider.robots import load as load_robots
-from conftest import FakeClock
+from conftest import FakeClock, run_until_done as run
 from spider.spider import Spider
 from spider.urls import host_key
 
@@ -178,14 +177,6 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
     yield factory
     for s in spiders:
         s.close()
-
-
-def run(spider: Spider, limit: int = 5000) -> None:
-    """``spider.run`` until it finishes on its own (the stop condition only trips on a runaway)."""
-    calls = itertools.count()
-    spider.run(lambda: next(calls) > limit)
-    assert next(calls) <= limit + 1, "run() did not finish on its own"
-    assert not spider.store.pending and not spider.store.inflight
 
 
 def crawl_one(spider: Spider, store: MemoryStore, clock: FakeClock) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 
 from sitekit import TestSite
+from conftest import FakeClock, run_until_done as run
 from spider.config import CrawlConfig
 from spider.memory import MemoryStore
 from spider.records import QueueEntry, crawled_line, is_data, parse_queue_line
@@ -51,21 +52,7 @@ FAST = ("--connect-timeout", "1", "--read-timeout", "1", "--max-time", "2")
 # =========================================================================== helpers: the worker
 
 
-class Clock:
-    """``clock()`` is the fake time; ``wait(s)`` advances it and never asks to stop."""
-
-    def __init__(self, start: float = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float) -> bool:
-        self.now += max(0.0, seconds)
-        return False
-
-
-Worker = Callable[..., "tuple[Spider, MemoryStore, Clock]"]
+Worker = Callable[..., "tuple[Spider, MemoryStore, FakeClock]"]
 
 
 @pytest.fixture
@@ -74,7 +61,7 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
     queued. Small limits: 1 s timeouts, 2 s per response, 256 KiB per body."""
     spiders: list[Spider] = []
 
-    def factory(*seeds: str, obey_robots: bool = False, **kw) -> tuple[Spider, MemoryStore, Clock]:
+    def factory(*seeds: str, obey_robots: bool = False, **kw) -> tuple[Spider, MemoryStore, FakeClock]:
         store = MemoryStore()
         folder = tmp_path / f"worker{len(spiders)}"
         folder.mkdir()
@@ -83,7 +70,7 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
                                       read_timeout=1.0, max_time=2.0, max_bytes=256 * 1024,
                                       ignore_robots=not obey_robots)
         values.update(kw)
-        clock = Clock()
+        clock = FakeClock()
         spider = Spider(CrawlConfig(**values), store, clock=clock, wait=clock.wait)
         spiders.append(spider)
         store.add(QueueEntry(s) for s in seeds)
@@ -92,16 +79,6 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
     yield factory
     for s in spiders:
         s.close()
-
-
-def run(spider: Spider, limit: int = 2000) -> None:
-    """``spider.run`` until it finishes on its own (the stop condition only trips on a runaway)."""
-    calls = itertools.count()
-    spider.run(lambda: next(calls) > limit)
-    assert next(calls) <= limit + 1, "the worker did not finish on its own"
-    store = spider.store
-    assert isinstance(store, MemoryStore)
-    assert not store.pending and not store.inflight
 
 
 def fields(line: str) -> list[str]:
@@ -1095,7 +1072,7 @@ def test_non_finite_retry_time_in_queue_txt_does_not_stall_the_crawl(tmp_path: P
     (tmp_path / QUEUE).write_text(f"{site.url('/')}\t0\t0\tinf\t-\n")
     recover(tmp_path, lambda url, depth: None)
     store = FileStore(tmp_path, owner=1).open()
-    clock = Clock()
+    clock = FakeClock()
     spider = Spider(CrawlConfig(seeds=(site.url("/"),), delay=0.0, ignore_robots=True, connect_timeout=1.0,
                                 read_timeout=1.0, max_time=2.0), store, clock=clock, wait=clock.wait)
     try:

@@ -6,7 +6,6 @@ scheduled seconds ahead come due at once and every loop here is bounded.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from typing import Callable, Iterator
 
@@ -17,7 +16,7 @@ from spider.config import CrawlConfig
 from spider.links import Link
 from spider.memory import MemoryStore
 from spider.records import QueueEntry, first_field
-from conftest import FakeClock
+from conftest import FakeClock, run_until_done as run
 from spider.spider import LinkReport, Spider
 
 T0 = 1_700_000_000.0
@@ -48,16 +47,6 @@ def worker() -> Iterator[Callable[..., tuple[Spider, MemoryStore, FakeClock]]]:
     yield factory
     for s in spiders:
         s.close()
-
-
-def run(spider: Spider, limit: int = 5000) -> None:
-    """``spider.run`` with a stop condition that only trips if the loop never finishes."""
-    calls = itertools.count()
-    spider.run(lambda: next(calls) > limit)
-    assert next(calls) <= limit + 1, "run() did not finish on its own"
-    store = spider.store
-    assert isinstance(store, MemoryStore)
-    assert not store.pending and not store.inflight
 
 
 def crawl_one(spider: Spider, store: MemoryStore, clock: FakeClock) -> str:
