@@ -60,9 +60,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 import psutil
 
@@ -640,8 +640,8 @@ def main() -> int:
     print()
     print(f"kills        {s.kills} ({s.group_kills} whole crawl, {s.worker_kills} one worker) in "
           f"{s.runs} runs, {s.rounds} rounds, {seconds:.0f} s")
-    print(f"plans        " + ", ".join(f"{k} {v}" for k, v in sorted(s.by_plan.items())))
-    print(f"phases       " + ", ".join(f"{k} {v}" for k, v in sorted(s.by_phase.items()))
+    print("plans        " + ", ".join(f"{k} {v}" for k, v in sorted(s.by_plan.items())))
+    print("phases       " + ", ".join(f"{k} {v}" for k, v in sorted(s.by_phase.items()))
           + f" (whole-crawl kills); claim lock held at {s.lock_seen} kills; "
           f"{s.mid_rewrite} left an atomic-rewrite temp file ({s.leftover_temp} still there at the end)")
     print(f"refetches    {s.refetches} ({per_kill:.2f} per kill; README bound {s.bound_readme}, "
