@@ -50,11 +50,19 @@ class MemoryStore:
         taken: list[Claim] = []
         wait: float | None = None
         keep: list[QueueEntry] = []
+        waiting: set[str] = set()   # hosts found waiting: their lines are skipped, not counted
+        considered = 0
         for i, e in enumerate(self.pending):
-            if len(taken) >= limit or i >= WINDOW_LINES:
+            host = host_key(e.url)
+            if host in waiting:
+                keep.append(e)
+                continue
+            considered += 1
+            if len(taken) >= limit or considered > WINDOW_LINES:
                 keep.extend(self.pending[i:])
                 break
-            host = host_key(e.url)
+            if self.host_next.get(host, 0.0) > now:
+                waiting.add(host)
             blocked = max(e.not_before, self.host_next.get(host, 0.0))
             if blocked > now:
                 wait = blocked if wait is None else min(wait, blocked)

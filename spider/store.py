@@ -51,8 +51,11 @@ QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED, HOSTS = ("queue.txt", "claims.txt", "c
 HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
            REJECTED: REJECTED_HEADER, HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 READ_CHUNK = 1 << 20
-WINDOW_BYTES = 512 * 1024   # how far past the first unclaimed line one claim may look
-WINDOW_LINES = 4000
+# How far past the first unclaimed line a claim may look. Lines of hosts already found waiting
+# are skipped cheaply and do not count, so one slow host at the head of the queue cannot hide
+# other hosts' URLs behind it (up to WINDOW_BYTES of them).
+WINDOW_BYTES = 16 * 1024 * 1024   # how far past the first unclaimed line one claim may look
+WINDOW_LINES = 4000      # lines actually considered (not skipped as a waiting host's) per claim
 LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log"}
 
 
@@ -306,6 +309,7 @@ class FileStore:
         self._lines = 0                    # data lines in queue.txt
         self._consumed = 0                 # data lines of queue.txt claimed or skipped
         self._inflight: dict[str, tuple[int, str]] = {}   # url -> (owner, queue line)
+        self._idle: tuple[tuple[int, int], float] | None = None   # last scan found all waiting
         self._crawled = 0
         self._hops = 0
         self._failed = 0
@@ -469,11 +473,16 @@ class FileStore:
             limit = claim_limit(limit, self.max_pages, c)
             if limit == 0:
                 return ClaimResult([], c.pending, c.in_flight, None, True)
+            mark = (self._queue.pos, self._claims.pos)
+            if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
+                # Nothing changed since a scan that found everything waiting: no need to rescan.
+                return ClaimResult([], c.pending, c.in_flight, self._idle[1], False)
             taken: list[Claim] = []
             wait: float | None = None
             records: list[str] = []
             blocked: dict[str, float] = {}   # hosts found waiting during this scan
             host_next = self._host_next
+            considered = 0
             for off, end, line in self._window():
                 if off < self._cursor or off in self._ahead:   # consumed (maybe by this very scan)
                     continue
@@ -482,6 +491,9 @@ class FileStore:
                 host = host_key(url) if url.startswith(("http://", "https://")) else ""
                 if host in blocked:
                     continue
+                considered += 1
+                if considered > WINDOW_LINES:
+                    break
                 ready = host_next.get(host, 0.0)
                 if ready > now:
                     blocked[host] = ready
@@ -514,13 +526,16 @@ class FileStore:
             if records:
                 self._claims.append("".join(records))
                 self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
+            self._idle = None
+            if not taken and wait is not None:
+                self._idle = ((self._queue.pos, self._claims.pos), wait)
             c = self.counts()
             return ClaimResult(taken, c.pending, c.in_flight, wait, False)
 
     def _window(self) -> Iterator[tuple[int, int, str]]:
         """Lines of queue.txt from the first unclaimed one, up to the window's limits."""
-        pos, stop, lines, chunk = self._cursor, self._queue.pos, 0, 8192
-        while pos < stop and pos - self._cursor < WINDOW_BYTES and lines < WINDOW_LINES:
+        pos, stop, chunk = self._cursor, self._queue.pos, 8192
+        while pos < stop and pos - self._cursor < WINDOW_BYTES:
             data = self._queue.read_at(pos, min(chunk, stop - pos))
             cut = data.rfind(b"\n") + 1
             if cut == 0:
@@ -532,7 +547,6 @@ class FileStore:
             while start < cut:
                 nl = data.index(b"\n", start) + 1
                 yield pos + start, pos + nl, data[start:nl].decode("utf-8", "replace")
-                lines += 1
                 start = nl
             pos += cut
             chunk = min(chunk * 4, 256 * 1024)

@@ -85,6 +85,29 @@ def test_politeness_one_claim_per_host_per_delay(make_store):
     assert sorted(c.url for c in r.claims) == [A + "2", B + "2"]
 
 
+def test_a_waiting_host_at_the_head_does_not_hide_other_hosts(make_store):
+    s = make_store()
+    s.add(entries(*(A + str(i) for i in range(6000))))   # more than WINDOW_LINES of one host
+    s.add(entries(B + "1", B + "2"))
+    r = s.claim(10, 100.0, one_second)
+    assert sorted(c.url for c in r.claims) == [A + "0", B + "1"]
+    r = s.claim(10, 100.5, one_second)
+    assert r.claims == [] and r.wait_until == pytest.approx(101.0)
+    r = s.claim(10, 101.0, one_second)
+    assert sorted(c.url for c in r.claims) == [A + "1", B + "2"]
+
+
+def test_a_new_url_is_claimable_right_after_a_scan_that_found_all_waiting(make_store):
+    s = make_store()
+    s.add(entries(A + "1", A + "2"))
+    assert len(s.claim(5, 10.0, one_second).claims) == 1
+    assert s.claim(5, 10.1, one_second).claims == []      # A waits until 11.0
+    s.add(entries(B + "1"))
+    assert [c.url for c in s.claim(5, 10.2, one_second).claims] == [B + "1"]
+    s.reserve_host("b.test", 10.3)                         # a host state change is seen too
+    assert s.claim(5, 10.2, one_second).claims == []
+
+
 def test_reserve_host_blocks_that_host_only(make_store):
     s = make_store()
     s.add(entries(A + "1", B + "1"))
