@@ -1,4 +1,4 @@
-"""The command line: ``crawl``, ``status`` and ``demo``. Thin: it validates, builds the frozen
+"""The command line: ``crawl``, ``status``, ``report`` and ``demo``. Thin: it validates, builds the frozen
 config and hands over. User mistakes become one ``Error: ...`` line here (exit 1), or a usage
 error (exit 2); never a traceback."""
 
@@ -16,6 +16,8 @@ from . import __version__
 from . import config as settings
 from .config import SCOPES, CrawlConfig
 from .crawl import Crawl, CrawlError
+from .order import ORDERS
+from .traps import RULES as TRAP_RULES
 from .store import StoreError
 from .urls import normalize
 
@@ -102,6 +104,16 @@ def main() -> None:
               help="Each host's delay follows its latency, within [--delay, --max-delay].  [default: off]")
 @click.option("--confirm-404/--no-confirm-404", default=None,
               help="Try a 404 once more later before failing it.  [default: off]")
+@click.option("--order", type=click.Choice(ORDERS),
+              help="What to fetch next: bfs (shallow first), dfs (newest first) or best (score).  [default: bfs]")
+@click.option("--prefer", multiple=True, metavar="REGEX",
+              help="--order best: URLs matching this go earlier (-50, five levels of depth; repeatable).")
+@click.option("--defer", multiple=True, metavar="REGEX",
+              help="--order best: URLs matching this go later (+100; repeatable).")
+@click.option("--trap", "traps", multiple=True, metavar="RULE=VALUE",
+              help="Tune or turn off (RULE=off) a trap rule: " + ", ".join(TRAP_RULES) + " (repeatable; see README).")
+@click.option("--no-traps/--traps", "no_traps", default=None,
+              help="Turn every trap rule off (--trap may turn some back on).  [default: on]")
 @projects_dir_option
 def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options: Any) -> None:
     """Crawl from START_URLs into the project folder NAME, or resume NAME's crawl.
@@ -158,6 +170,27 @@ def status(name: str, projects_dir: Path) -> None:
         raise click.ClickException(str(e)) from None
     except OSError as e:
         raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+
+
+@main.command()
+@click.argument("name")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Where to write the page.  [default: projects/NAME/report.html]")
+@projects_dir_option
+def report(name: str, output: Path | None, projects_dir: Path) -> None:
+    """Write a self-contained HTML report of a crawl (charts as inline SVG) and print its path."""
+    from .report import write_report
+
+    folder = project_folder(projects_dir, name)
+    if not (folder / settings.SETTINGS).exists():
+        raise click.ClickException(f"no project named {name!r} in {projects_dir}")
+    if output is not None and not output.parent.is_dir():
+        raise click.ClickException(f"cannot write {output}: folder {output.parent} does not exist")
+    try:
+        path = write_report(folder, output)
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
+    click.echo(str(path))
 
 
 @main.command()

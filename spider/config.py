@@ -47,15 +47,22 @@ class CrawlConfig:
     max_delay: float = 60.0        # cap for Crawl-delay and for backing off after 429/503
     max_pages_per_host: int | None = None
     confirm_404: bool = False      # a 404 is tried once more later before it is failed
+    order: str = "bfs"             # bfs, dfs or best (spider/order.py)
+    prefer: tuple[str, ...] = ()   # --order best: URLs matching these go earlier
+    defer: tuple[str, ...] = ()    # --order best: URLs matching these go later
+    traps: tuple[str, ...] = ()    # trap rule overrides, NAME=VALUE (spider/traps.py)
+    no_traps: bool = False         # every trap rule off (overrides may turn some back on)
     demo: bool = False
 
     def key(self) -> str:
         """A fingerprint of what decides admission: if it changes, the queue is checked again."""
-        text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny, self.max_pages_per_host))
+        text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny, self.max_pages_per_host,
+                     self.traps, self.no_traps))
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-_MULTI = {"seeds": "seed", "allow": "allow", "deny": "deny"}
+_MULTI = {"seeds": "seed", "allow": "allow", "deny": "deny", "prefer": "prefer", "defer": "defer",
+          "traps": "trap"}
 
 
 def _parse_value(name: str, raw: str, default: Any) -> Any:
@@ -122,7 +129,7 @@ def save(folder: Path, config: CrawlConfig) -> None:
 def build(saved: Mapping[str, Any], given: Mapping[str, Any]) -> CrawlConfig:
     """Defaults, then saved settings, then options given now (None means not given)."""
     values = {**saved, **{k: v for k, v in given.items() if v is not None}}
-    for k in ("seeds", "allow", "deny"):
+    for k in _MULTI:
         if k in values:
             values[k] = tuple(values[k])
     cfg = replace(CrawlConfig(), **values)
@@ -147,7 +154,8 @@ def check(cfg: CrawlConfig) -> None:
             raise ValueError(f"{what} must be a finite number of seconds, not {x}")
     # settings.txt is one setting per line, and the user agent is an HTTP header (Latin-1)
     for what, text in [("user_agent", cfg.user_agent)] + [("allow", p) for p in cfg.allow] + \
-            [("deny", p) for p in cfg.deny]:
+            [("deny", p) for p in cfg.deny] + [("prefer", p) for p in cfg.prefer] + \
+            [("defer", p) for p in cfg.defer] + [("trap", t) for t in cfg.traps]:
         if any(ord(c) < 32 or ord(c) == 127 or c in "\x85\u2028\u2029" for c in text):
             raise ValueError(f"{what} must be one line of text without control characters: {text!r}")
     if not cfg.user_agent.strip() or cfg.user_agent != cfg.user_agent.strip():
@@ -172,11 +180,15 @@ def check(cfg: CrawlConfig) -> None:
                 raise ValueError("not in normalised form")
         except ValueError as e:
             raise ValueError(f"bad seed {seed!r}: {e}") from None
-    for pattern in cfg.allow + cfg.deny:
+    for pattern in cfg.allow + cfg.deny + cfg.prefer + cfg.defer:
         try:
             re.compile(pattern)
         except re.error as e:
             raise ValueError(f"bad regular expression {pattern!r}: {e}") from None
+    from .order import Order
+    from .traps import TrapRules
+    Order(cfg.order, cfg.prefer, cfg.defer)
+    TrapRules.from_settings(cfg.traps, not cfg.no_traps)
 
 
 __all__ = ["CrawlConfig", "SETTINGS", "DEFAULT_USER_AGENT", "SCOPES", "load", "save", "build", "check"]

@@ -27,7 +27,9 @@ from filelock import FileLock, Timeout
 from . import config as settings
 from .config import CrawlConfig
 from .records import QueueEntry, is_data, utc_stamp
+from .order import Order
 from .scope import Admission
+from .stats import STATS_EVERY, StatsRecorder
 from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recover, tidy, write_signature
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
@@ -77,6 +79,8 @@ class Crawl:
         self.interrupts = 0
         self.ctx = multiprocessing.get_context("fork")
         self.stop = _StopSignal()
+        self.alarm: str | None = None     # the trap alarm, while it fires
+        self.warned: set[str] = set()     # patterns already warned about
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -125,7 +129,9 @@ class Crawl:
         if cfg.ignore_robots:
             self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
                       "crawl only sites whose owners agree")
-        store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host).open()
+        store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
+                          order=order_of(cfg)).open()
+        self.stats = StatsRecorder(self.folder)
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
@@ -140,6 +146,7 @@ class Crawl:
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             if store.fold():
                 write_signature(self.folder, cfg.key())
+        self._sample(store.refresh())
         budget = cfg.max_pages is not None and counts.completed >= cfg.max_pages and counts.pending > 0
         summary = Summary(counts.crawled, counts.hops, counts.failed, store.refresh().pending,
                           count_lines(self.folder / "rejected.txt"), time.monotonic() - started,
@@ -195,7 +202,7 @@ class Crawl:
             procs = [self._start_worker(store) for _ in range(self.config.workers)]
             store.drop_seen()   # the workers have their copies; the parent only watches
             restarts = 0
-            last_status = 0.0
+            last_status = last_sample = 0.0
             rate = _Rate()
             while True:
                 if self.interrupts >= 2:
@@ -228,6 +235,9 @@ class Crawl:
                 if not procs:
                     return EXIT_INTERRUPTED if self.interrupts else EXIT_DONE
                 now = time.monotonic()
+                if now - last_sample >= STATS_EVERY:
+                    last_sample = now
+                    self._sample(store.refresh())
                 if now - last_status >= self.status_every:
                     last_status = now
                     self._status_line(store.refresh(), rate)
@@ -250,10 +260,27 @@ class Crawl:
             self._say("\nstopping: finishing the pages in flight (press Ctrl-C again to stop at once)")
 
     # -- output --------------------------------------------------------------------------------------
+    def _sample(self, c) -> None:  # type: ignore[no-untyped-def]
+        """A line of stats.txt; the trap alarm is said once per pattern when it fires."""
+        try:
+            self.stats.sample(c.pending, c.in_flight, c.crawled, c.hops, c.failed, c.rejected)
+        except OSError as e:
+            self._say(f"warning: cannot write stats.txt: {e.strerror or e}")
+            return
+        alarm = self.stats.alarm()
+        self.alarm = alarm
+        if alarm and self.stats.history[-1].top not in self.warned:
+            self.warned.add(self.stats.history[-1].top)
+            if self.tty:
+                self.out.write("\r\x1b[K")
+            self._say(f"warning: {alarm}")
+
     def _status_line(self, c, rate: "_Rate") -> None:  # type: ignore[no-untyped-def]
         speed = rate.update(c.crawled + c.failed)
         text = (f"crawled {c.crawled}  pending {c.pending}  in flight {c.in_flight}  "
                 f"failed {c.failed}  {speed:.1f} pages/s")
+        if self.alarm:
+            text += "  [possible trap: see status]"
         if self.tty:
             self.out.write("\r\x1b[K" + text)
             self.out.flush()
@@ -263,6 +290,10 @@ class Crawl:
     def _say(self, text: str) -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+
+def order_of(config: CrawlConfig) -> Order:
+    return Order(config.order, config.prefer, config.defer)
 
 
 def _hosts_over_budget(path: Path) -> set[str]:
@@ -349,7 +380,7 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, paren
         store.after_fork(os.getpid())
     else:   # a replacement forked after the parent dropped its table builds its own view
         store = FileStore(store.folder, max_pages=config.max_pages,
-                          max_per_host=config.max_pages_per_host).open()
+                          max_per_host=config.max_pages_per_host, order=order_of(config)).open()
 
     spider = Spider(config, store, wait=stop.wait)
     try:

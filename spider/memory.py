@@ -1,6 +1,6 @@
 """``MemoryStore``: the in-memory twin of ``FileStore``, for fast unit tests of the worker loop.
 
-Same verbs, same semantics (claim window, host reservations, budget, settle kinds), no files.
+Same verbs, same semantics (crawl order, host reservations, budget, settle kinds), no files.
 The contract tests in tests/test_store.py run against both.
 """
 
@@ -11,33 +11,52 @@ from typing import Callable, Iterable
 
 from .politeness import HostState
 from .records import QueueEntry, is_redirect_hop, rejected_line
-from .store import WINDOW_LINES, Claim, ClaimResult, Counts, claim_limit
+from .order import Frontier, Order
+from .store import Claim, ClaimResult, Counts, claim_limit, delayed_wait
 from .urls import host_key
 
 
 class MemoryStore:
     def __init__(self, *, owner: int = 1, max_pages: int | None = None,
-                 max_per_host: int | None = None) -> None:
+                 max_per_host: int | None = None, order: Order | None = None) -> None:
         self.owner = owner
         self.max_pages = max_pages
         self.max_per_host = max_per_host
+        self.order = order or Order()
         self.admitted: dict[str, int] = {}
         self.over_budget: set[str] = set()
         self.hosts: dict[str, HostState] = {}
         self.seen: set[str] = set()
-        self.pending: list[QueueEntry] = []
+        self._pending: dict[int, QueueEntry] = {}   # seq -> entry, in insertion order
+        self._seq = 0
+        self._frontier = Frontier(self.order.lifo)
+        self._delayed: list[int] = []   # retries, not in the index until their time comes
         self.inflight: dict[str, tuple[int, QueueEntry]] = {}
         self.host_next: dict[str, float] = {}
         self.crawled: list[str] = []
         self.failed: list[str] = []
         self.logs: dict[str, list[str]] = {}
+        self.texts: dict[str, str] = {}
+
+    @property
+    def pending(self) -> list[QueueEntry]:
+        """The pending entries, in insertion order (as queue.txt would list them)."""
+        return list(self._pending.values())
+
+    def _push(self, e: QueueEntry) -> None:
+        self._seq += 1
+        self._pending[self._seq] = e
+        if e.not_before > 0:
+            self._delayed.append(self._seq)
+        else:
+            self._frontier.push(host_key(e.url), self.order.score(e.url, e.depth), self._seq)
 
     def counts(self) -> Counts:
         hops = sum(1 for line in self.crawled if is_redirect_hop(line))
         by_owner: dict[int, int] = {}
         for owner, _ in self.inflight.values():
             by_owner[owner] = by_owner.get(owner, 0) + 1
-        return Counts(len(self.pending), len(self.inflight), len(self.crawled) - hops, hops,
+        return Counts(len(self._pending), len(self.inflight), len(self.crawled) - hops, hops,
                       len(self.failed), by_owner)
 
     refresh = counts
@@ -48,30 +67,24 @@ class MemoryStore:
         if limit == 0:
             return ClaimResult([], c.pending, c.in_flight, None, True)
         taken: list[Claim] = []
-        wait: float | None = None
-        keep: list[QueueEntry] = []
-        waiting: set[str] = set()   # hosts found waiting: their lines are skipped, not counted
-        considered = 0
-        for i, e in enumerate(self.pending):
-            host = host_key(e.url)
-            if host in waiting:
-                keep.append(e)
-                continue
-            considered += 1
-            if len(taken) >= limit or considered > WINDOW_LINES:
-                keep.extend(self.pending[i:])
+        due = [q for q in self._delayed if self._pending[q].not_before <= now]
+        self._delayed = [q for q in self._delayed if q not in due]
+        for q in due:
+            e = self._pending[q]
+            self._frontier.push(host_key(e.url), self.order.score(e.url, e.depth), q)
+        wait = delayed_wait(((self._pending[q].url, self._pending[q].not_before) for q in self._delayed),
+                            lambda h: self.host_next.get(h, 0.0))
+        while len(taken) < limit:
+            host, seq, w = self._frontier.select(now, lambda h: self.host_next.get(h, 0.0),
+                                                 self._pending.__contains__)
+            if w is not None:
+                wait = w if wait is None else min(wait, w)
+            if host is None:
                 break
-            if self.host_next.get(host, 0.0) > now:
-                waiting.add(host)
-            blocked = max(e.not_before, self.host_next.get(host, 0.0))
-            if blocked > now:
-                wait = blocked if wait is None else min(wait, blocked)
-                keep.append(e)
-                continue
+            e = self._pending.pop(seq)
             self.host_next[host] = now + delay_for(host)
             self.inflight[e.url] = (self.owner, e)
             taken.append(Claim(e, self.owner))
-        self.pending = keep
         c = self.counts()
         return ClaimResult(taken, c.pending, c.in_flight, wait, False)
 
@@ -88,7 +101,7 @@ class MemoryStore:
                 continue
             self.seen.add(e.url)
             self.admitted[h] = self.admitted.get(h, 0) + 1
-            self.pending.append(e)
+            self._push(e)
             new.append(e)
         return new
 
@@ -110,14 +123,14 @@ class MemoryStore:
             else:
                 (self.failed if kind == "failed" else self.crawled).append(record)
         if requeue is not None:
-            self.pending.append(requeue)
+            self._push(requeue)
         self.inflight.pop(claim.url, None)
 
     def reissue(self, owner: int) -> int:
         lost = [(u, e) for u, (o, e) in self.inflight.items() if o == owner]
         for u, e in lost:
             del self.inflight[u]
-            self.pending.append(e)
+            self._push(e)
         return len(lost)
 
     def host_state(self, host: str) -> HostState:
@@ -131,6 +144,9 @@ class MemoryStore:
 
     def reserve_host(self, host: str, until: float) -> None:
         self.update_host(host, lambda s: replace(s, next_allowed=max(s.next_allowed, until)))
+
+    def first_with_text(self, text_hash: str, url: str) -> str:
+        return self.texts.setdefault(text_hash, url)
 
     def log(self, name: str, text: str) -> None:
         self.logs.setdefault(name, []).append(text)

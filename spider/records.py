@@ -8,7 +8,8 @@ follow after a TAB, blank lines and lines starting with ``#`` are ignored. URLs 
 | file         | fields after the URL                                               |
 |--------------|--------------------------------------------------------------------|
 | queue.txt    | depth, attempts, not_before (unix time), source page               |
-| crawled.txt  | status, content type, bytes, depth, fetched_at (UTC), final URL    |
+| crawled.txt  | status, content type, bytes, depth, fetched_at (UTC), final URL,   |
+|              | text hash, canonical URL, outlinks, title (HTML pages; else ``-``) |
 | failed.txt   | reason, depth, fetched_at (UTC)                                    |
 | rejected.txt | reason, source page (``-`` for a seed or a hand-written line)       |
 """
@@ -20,7 +21,9 @@ import time
 from dataclasses import dataclass
 
 QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\n"
-CRAWLED_HEADER = "# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_url\n"
+CRAWLED_HEADER = ("# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_url"
+                  "\tcontent_hash\tcanonical\toutlinks\ttitle\n")
+MAX_TITLE = 300   # characters of a page title kept in crawled.txt
 FAILED_HEADER = "# url\treason\tdepth\tfetched_at\n"
 REJECTED_HEADER = "# url_or_line\treason\tsource\n"
 
@@ -85,9 +88,20 @@ def parse_queue_line(line: str) -> QueueEntry:
 
 
 def crawled_line(url: str, status: int, content_type: str, size: int, depth: int,
-                 fetched_at: float, final_url: str = "-") -> str:
-    return (f"{url}\t{status}\t{clean(content_type)}\t{size}\t{depth}\t"
-            f"{utc_stamp(fetched_at)}\t{clean(final_url)}\n")
+                 fetched_at: float, final_url: str = "-", *, content_hash: str | None = None,
+                 canonical: str | None = None, outlinks: int | None = None,
+                 title: str | None = None) -> str:
+    line = (f"{url}\t{status}\t{clean(content_type)}\t{size}\t{depth}\t"
+            f"{utc_stamp(fetched_at)}\t{clean(final_url)}")
+    if content_hash or canonical or outlinks is not None or title:
+        line += (f"\t{clean(content_hash or '-')}\t{clean(canonical or '-')}\t"
+                 f"{'-' if outlinks is None else outlinks}\t{clean((title or '-')[:MAX_TITLE])}")
+    return line + "\n"
+
+
+def duplicate_line(url: str, kind: str, of_url: str) -> str:
+    """duplicates.txt: ``url`` is a ``duplicate`` (same text) or ``variant`` (rel=canonical) of ``of_url``."""
+    return f"{url}\t{kind}\t{clean(of_url)}\n"
 
 
 def failed_line(url: str, reason: str, depth: int, fetched_at: float) -> str:

@@ -6,7 +6,13 @@
 - ``scope``: outside the crawl's scope (see ``Scope``);
 - ``deny``: matches a ``--deny`` regular expression;
 - ``allow``: ``--allow`` patterns were given and none matches;
-- ``url too long``: longer than ``MAX_URL_LENGTH`` characters.
+- ``url too long``: longer than ``MAX_URL_LENGTH`` characters (whatever the trap rules say);
+- a trap rule's name (``url-length``, ``path-segments``, ``repeated-segments``,
+  ``presentation-params``, ``query-params``, ``calendar``): see ``spider/traps.py``.
+
+The order is the order of the list: a user's own rules (scope, deny, allow) are named before a
+trap rule, and a trap rule before depth, so rejected.txt names the most telling reason.
+``Admission.clean`` is applied first: it strips session ids, which never change the content.
 
 Duplicates are not a refusal: the store drops URLs already queued, in flight, crawled or failed,
 and counts them. Every refusal is written to rejected.txt by the caller with the page it came from.
@@ -14,13 +20,17 @@ and counts them. Every refusal is written to rejected.txt by the caller with the
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
+import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig
+from .traps import TrapRules
 from .urls import host_key
 
 
@@ -96,23 +106,32 @@ class Scope:
 class Admission:
     """The one admission decision, built once per worker from the crawl's settings."""
 
-    def __init__(self, config: CrawlConfig) -> None:
+    def __init__(self, config: CrawlConfig, clock: Callable[[], float] = time.time) -> None:
         self.max_depth = config.max_depth
         self.scope = Scope(config.scope, config.seeds)
         self.allow = [re.compile(p) for p in config.allow]
         self.deny = [re.compile(p) for p in config.deny]
+        self.traps = TrapRules.from_settings(config.traps, not config.no_traps)
+        self.clock = clock
+
+    def clean(self, url: str) -> str:
+        """The URL as it is deduplicated and queued: without session ids."""
+        return self.traps.strip_session_ids(url)
 
     def check(self, url: str, depth: int) -> str | None:
         if len(url) > MAX_URL_LENGTH:
             return "url too long"
-        if depth > self.max_depth:
-            return "depth"
         if not self.scope.allows(url):
             return "scope"
         if any(p.search(url) for p in self.deny):
             return "deny"
         if self.allow and not any(p.search(url) for p in self.allow):
             return "allow"
+        trap = self.traps.check(url, datetime.datetime.fromtimestamp(self.clock(), datetime.timezone.utc).date())
+        if trap:
+            return trap
+        if depth > self.max_depth:
+            return "depth"
         return None
 
     def check_seed(self, url: str) -> str | None:

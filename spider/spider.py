@@ -24,7 +24,7 @@ from .policy import REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify,
 from .politeness import after_failure, after_response, effective_delay
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
-from .records import QueueEntry, clean, crawled_line, failed_line, rejected_line, utc_stamp
+from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, utc_stamp
 from .scope import Admission
 from .seen import SeenSet
 from .store import Claim, Store, StoreError
@@ -52,7 +52,7 @@ class Spider:
         self.config = config
         self.store = store
         self.fetcher = fetcher or Fetcher(config)
-        self.admission = Admission(config)
+        self.admission = Admission(config, clock)
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
@@ -235,6 +235,8 @@ class Spider:
         """One redirect hop: check the target, record this URL as a hop, claim the target."""
         entry, now = claim.entry, self.clock()
         target = resolve(claim.url, resp.location or "")
+        if target is not None:
+            target = self.admission.clean(target)
         hop = crawled_line(claim.url, resp.status, resp.content_type or "-", resp.size, entry.depth,
                            now, target or clean(resp.location))
         if target is None:
@@ -262,21 +264,45 @@ class Spider:
         entry, now = claim.entry, self.clock()
         v = outcome.verdict
         if v is Verdict.CRAWLED and isinstance(result, Response):
+            extra: dict = {}
             if result.is_html and result.body:
-                page = LinkFinder(result.url, self.config.max_links, text_hash=False).parse(result.body, result.charset)
-                base = claim.url
-                if page.base_href is not None:
-                    base = resolve(claim.url, page.base_href) or claim.url
-                self.add_links_to_queue(claim.url, page.links, entry.depth, base,
-                                        nofollow_page=page.meta_nofollow)
+                extra = self._take_page(claim, result)
             self.store.settle(claim, "crawled", record=crawled_line(
-                claim.url, result.status, result.content_type or "-", result.size, entry.depth, now))
+                claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
         elif v is Verdict.RETRY:
             again = QueueEntry(entry.url, entry.depth, entry.attempts + 1,
                                now + retry_delay(entry.attempts + 1), entry.source)
             self.store.settle(claim, "retry", requeue=again)
         else:
             self.store.settle(claim, "failed", record=failed_line(claim.url, outcome.reason, entry.depth, now))
+
+    def _take_page(self, claim: Claim, result: Response) -> dict:
+        """Parse an HTML page and queue its links, unless it is a copy of a page already seen:
+        the same text as an earlier page (a ``duplicate``), or a ``variant`` whose
+        ``rel=canonical`` URL is already known. Returns the page's fields for crawled.txt."""
+        entry = claim.entry
+        page = LinkFinder(result.url, self.config.max_links).parse(result.body, result.charset)
+        base = claim.url
+        if page.base_href is not None:
+            base = resolve(claim.url, page.base_href) or claim.url
+        fields = {"content_hash": page.text_hash, "outlinks": len(page.links), "title": page.title}
+        if page.text_hash:
+            first = self.store.first_with_text(page.text_hash, claim.url)
+            if first != claim.url:
+                self.store.log("duplicates", duplicate_line(claim.url, "duplicate", first))
+                return fields
+        canonical = resolve(base, page.canonical) if page.canonical else None
+        if canonical is not None:
+            canonical = self.admission.clean(canonical)
+            fields["canonical"] = canonical
+        if canonical is not None and canonical != claim.url and self.admission.check(canonical, entry.depth) is None:
+            added = self.store.add([QueueEntry(canonical, entry.depth, 0, 0.0, claim.url)])
+            self.store.log("duplicates", duplicate_line(claim.url, "variant", canonical))
+            if not added:   # the canonical page is known already: it carries the links
+                return fields
+        self.add_links_to_queue(claim.url, page.links, entry.depth, base,
+                                nofollow_page=page.meta_nofollow)
+        return fields
 
     # -- links ---------------------------------------------------------------------------------------
     def add_links_to_queue(self, page_url: str, links: Iterable[Link | str], depth: int,
@@ -301,6 +327,7 @@ class Spider:
             url = resolve(base, href)
             if url is None:
                 continue
+            url = self.admission.clean(url)
             if url in batch or url in known:
                 report.duplicates += 1
                 continue

@@ -13,10 +13,14 @@ from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
 from .records import first_field, is_data, is_redirect_hop
-from .store import CRAWLED, FAILED, REJECTED, SIGNATURE, FileStore
+from .census import top_patterns
+from .stats import alarm_from_rows, discovery_ratio, read_stats
+from .store import CRAWLED, DUPLICATES, FAILED, REJECTED, SIGNATURE, FileStore
 from .urls import host_key
 
 TOP_HOSTS = 10
+TOP_PATTERNS = 5
+RECENT_SECONDS = 30.0
 
 
 def running_state(folder: Path) -> str:
@@ -52,8 +56,15 @@ def report(folder: Path, name: str) -> str:
     def bump(url: str, what: str) -> None:
         hosts.setdefault(host_key(url), Counter())[what] += 1
 
+    codes: dict[str, Counter[str]] = {}   # host -> HTTP status (or failure reason) -> count
+    total_bytes = 0
     for line in _lines(folder / CRAWLED):
-        bump(first_field(line), "hops" if is_redirect_hop(line) else "crawled")
+        url = first_field(line)
+        bump(url, "hops" if is_redirect_hop(line) else "crawled")
+        fields = line.split("\t", 4)
+        if len(fields) > 3:
+            codes.setdefault(host_key(url), Counter())[fields[1]] += 1
+            total_bytes += int(fields[3]) if fields[3].isdigit() else 0
     failures: Counter[str] = Counter()
     per_host_failures: dict[str, Counter[str]] = {}
     for line in _lines(folder / FAILED):
@@ -62,9 +73,12 @@ def report(folder: Path, name: str) -> str:
         fields = line.split("\t")
         reason = fields[1] if len(fields) > 1 else "?"
         failures[reason] += 1
+        codes.setdefault(host_key(url), Counter())[reason if reason.isdigit() else "error"] += 1
         per_host_failures.setdefault(host_key(url), Counter())[reason] += 1
+    pending_urls = []
     for entry in store.pending_entries():
         bump(entry.url, "pending")
+        pending_urls.append(entry.url)
     for url in store.in_flight():
         bump(url, "in flight")
     rejected: Counter[str] = Counter()
@@ -89,6 +103,7 @@ def report(folder: Path, name: str) -> str:
                    + ("; reached" if left <= 0 else f", {left} left"))
     if not (folder / SIGNATURE).exists() and c.pending == 0 and c.completed == 0:
         out.append("note      nothing crawled yet")
+    out += _selection_lines(folder, c, total_bytes, pending_urls)
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -115,9 +130,48 @@ def report(folder: Path, name: str) -> str:
             failed_here = per_host_failures.get(host)
             if failed_here:
                 out.append(f"{'':32} failed: {_top(failed_here, 3)}")
+            if codes.get(host):
+                out.append(f"{'':32} status: " + ", ".join(f"{k} {v}" for k, v in sorted(codes[host].items())))
         if len(ranked) > TOP_HOSTS:
             out.append(f"... and {len(ranked) - TOP_HOSTS} more hosts")
     return "\n".join(out)
+
+
+def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """Is the crawl finding pages worth having? Discovery ratio, duplicates, bytes per useful page,
+    the pending queue's URL patterns, and the trap alarm."""
+    out = []
+    fetched = c.crawled + c.failed
+    rows = read_stats(folder)
+    discovered = rows[-1].discovered if rows else c.pending + c.in_flight + c.crawled + c.hops + c.failed
+    recent = None
+    if len(rows) >= 2:
+        last = rows[-1]
+        window = [r for r in rows if r.unix >= last.unix - RECENT_SECONDS]
+        first = window[0] if len(window) >= 2 else rows[-2]
+        recent = discovery_ratio(first, last)
+    if fetched:
+        ratio = f"discovery {discovered / fetched:.2f} new URLs per fetched page overall"
+        out.append(ratio + (f", {recent:.2f} in the last {RECENT_SECONDS:.0f} s" if recent is not None else ""))
+    dups: Counter[str] = Counter()
+    for line in _lines(folder / DUPLICATES):
+        fields = line.split("\t")
+        dups[fields[1] if len(fields) > 1 else "?"] += 1
+    if c.crawled:
+        n = sum(dups.values())
+        out.append(f"duplicates {n} of {c.crawled} pages ({100 * n / c.crawled:.1f}%: "
+                   f"{dups['duplicate']} same text, {dups['variant']} canonical variants)")
+        useful = max(0, c.crawled - n)
+        if useful:
+            out.append(f"bytes     {total_bytes} in all, {total_bytes // useful} per useful page")
+    if pending_urls:
+        out.append("patterns  most common among pending URLs:")
+        for pat, n in top_patterns(pending_urls, TOP_PATTERNS):
+            out.append(f"  {n:>8}  {pat}")
+    alarm = alarm_from_rows(rows[-10:])
+    if alarm:
+        out.append(f"WARNING   {alarm}")
+    return out
 
 
 def _top(counter: Counter[str], n: int = 5) -> str:

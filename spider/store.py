@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import heapq
 import math
 import os
 import re
@@ -43,20 +44,19 @@ from typing import Callable, Container, Iterable, Iterator, Protocol
 from .records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
                       first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
 from .politeness import HostState, parse_host_line
+from .order import Frontier, Order
 from .seen import SeenSet
 from .urls import host_key, normalize
 
+HASHES, DUPLICATES = "hashes.txt", "duplicates.txt"
 QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED, HOSTS = ("queue.txt", "claims.txt", "crawled.txt",
                                                     "failed.txt", "rejected.txt", "hosts.txt")
 HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
-           REJECTED: REJECTED_HEADER, HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
+           REJECTED: REJECTED_HEADER, HASHES: "# text_hash\tfirst_url\n",
+           DUPLICATES: "# url\tkind\tof_url\n", HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 READ_CHUNK = 1 << 20
-# How far past the first unclaimed line a claim may look. Lines of hosts already found waiting
-# are skipped cheaply and do not count, so one slow host at the head of the queue cannot hide
-# other hosts' URLs behind it (up to WINDOW_BYTES of them).
-WINDOW_BYTES = 16 * 1024 * 1024   # how far past the first unclaimed line one claim may look
-WINDOW_LINES = 4000      # lines actually considered (not skipped as a waiting host's) per claim
-LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log"}
+BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
+LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log", "duplicates": DUPLICATES}
 
 
 class FrontierLock:
@@ -168,10 +168,20 @@ class Counts:
     hops: int = 0        # URLs that answered with a redirect
     failed: int = 0
     in_flight_by_owner: dict[int, int] = field(default_factory=dict)
+    rejected: int = 0    # claims settled as refused (robots.txt said no) in this run
 
     @property
     def completed(self) -> int:
         return self.crawled + self.failed
+
+
+def delayed_wait(items: Iterable[tuple[str, float]], ready_at: Callable[[str], float]) -> float | None:
+    """When the first of these retries (url, not_before) may go: its time and its host's slot."""
+    best: float | None = None
+    for url, not_before in items:
+        t = max(not_before, ready_at(host_key(url)))
+        best = t if best is None else min(best, t)
+    return best
 
 
 def claim_limit(limit: int, max_pages: int | None, counts: Counts) -> int:
@@ -195,6 +205,7 @@ class Store(Protocol):
                requeue: QueueEntry | None = None) -> None: ...
     def reissue(self, owner: int) -> int: ...
     def reserve_host(self, host: str, until: float) -> None: ...
+    def first_with_text(self, text_hash: str, url: str) -> str: ...
     def host_state(self, host: str) -> HostState: ...
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState: ...
     def refresh(self) -> Counts: ...
@@ -279,14 +290,18 @@ class FileStore:
     """The frontier of one project folder, shared by every worker through its files."""
 
     def __init__(self, folder: Path, *, owner: int | None = None, max_pages: int | None = None,
-                 max_per_host: int | None = None, track_seen: bool = True) -> None:
+                 max_per_host: int | None = None, track_seen: bool = True,
+                 order: Order | None = None) -> None:
         self.folder = Path(folder)
+        self.order = order or Order()
         self.owner = os.getpid() if owner is None else owner
         self.max_pages = max_pages
         self.max_per_host = max_per_host
         self.lock = FrontierLock(self.folder / "frontier.lock")
         self._queue = _File(self.folder / QUEUE)
         self._claims = _File(self.folder / CLAIMS)
+        self._hashes = _File(self.folder / HASHES)
+        self._texts: dict[int, int] = {}   # 64 bits of a text hash -> offset of its line in hashes.txt
         self._track_seen = track_seen
         self.seen = SeenSet()
         self._over_budget = SeenSet()
@@ -309,10 +324,13 @@ class FileStore:
         self._lines = 0                    # data lines in queue.txt
         self._consumed = 0                 # data lines of queue.txt claimed or skipped
         self._inflight: dict[str, tuple[int, str]] = {}   # url -> (owner, queue line)
-        self._idle: tuple[tuple[int, int], float] | None = None   # last scan found all waiting
+        self._idle: tuple[tuple[int, int], float] | None = None   # last search found all waiting
+        self._frontier = Frontier(self.order.lifo)   # pending lines by host and priority
+        self._delayed: list[tuple[float, int, str, int]] = []   # retries not yet due: (time, off, host, score)
         self._crawled = 0
         self._hops = 0
         self._failed = 0
+        self._refused = 0
 
     def open(self, *, lock: bool = True) -> "FileStore":
         """Build this process's view from the files (call once, then share it with forked workers).
@@ -364,9 +382,18 @@ class FileStore:
             self._reset_view()
             self._load_hosts()
             self._crawled, self._hops, self._failed = keep
+        self._read_queue()
+        for _off, _end, line in self._claims.read_new():
+            try:
+                self._apply(line)
+            except (ValueError, IndexError):
+                continue   # not a journal record (a hand edit); recovery ignores it as well
+
+    def _read_queue(self) -> None:
+        """Take in the lines appended to queue.txt since the last look (ours included)."""
         seen, track = self.seen, self._track_seen
         admitted, counting = self._admitted, self.max_per_host is not None
-        for _off, _end, line in self._queue.read_new():
+        for off, _end, line in self._queue.read_new():
             if is_data(line):
                 self._lines += 1
                 if track:
@@ -374,11 +401,10 @@ class FileStore:
                     if seen.add(url) and counting:
                         h = host_key(url)
                         admitted[h] = admitted.get(h, 0) + 1
-        for _off, _end, line in self._claims.read_new():
-            try:
-                self._apply(line)
-            except (ValueError, IndexError):
-                continue   # not a journal record (a hand edit); recovery ignores it as well
+                    if off >= self._cursor:
+                        self._index(off, line)
+            elif off >= self._cursor:
+                self._consume(off, _end, False)   # blank and # lines: nothing to claim, every process agrees
 
     def _apply(self, record: str) -> None:
         kind = record[:1]
@@ -400,6 +426,8 @@ class FileStore:
                 self._failed += 1
             elif what == "hop":
                 self._hops += 1
+            elif what == "rejected":
+                self._refused += 1
         elif kind == "S":
             _, off, end, counted = record.rstrip("\n").split("\t")
             self._consume(int(off), int(end), counted == "1")
@@ -448,6 +476,7 @@ class FileStore:
             hops=self._base.hops + self._hops,
             failed=self._base.failed + self._failed,
             in_flight_by_owner=by_owner,
+            rejected=self._refused,
         )
 
     def refresh(self) -> Counts:
@@ -475,30 +504,24 @@ class FileStore:
                 return ClaimResult([], c.pending, c.in_flight, None, True)
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
-                # Nothing changed since a scan that found everything waiting: no need to rescan.
+                # Nothing changed since a search that found everything waiting: no need to redo it.
                 return ClaimResult([], c.pending, c.in_flight, self._idle[1], False)
+            self._release_due(now)
             taken: list[Claim] = []
-            wait: float | None = None
             records: list[str] = []
-            blocked: dict[str, float] = {}   # hosts found waiting during this scan
             host_next = self._host_next
-            considered = 0
-            for off, end, line in self._window():
-                if off < self._cursor or off in self._ahead:   # consumed (maybe by this very scan)
-                    continue
-                tab = line.find("\t")
-                url = line[:tab] if tab > 0 else line.strip()
-                host = host_key(url) if url.startswith(("http://", "https://")) else ""
-                if host in blocked:
-                    continue
-                considered += 1
-                if considered > WINDOW_LINES:
+            ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
+            wait: float | None = None
+            if self._delayed:   # a retry can go when its time has come and its host is ready
+                wait = min(max(nb, ready_at(h)) for nb, _, h, _ in self._delayed)
+            while len(taken) < limit:
+                # The selection policy (spider/order.py): the best URL of a host that is ready.
+                host, off, w = self._frontier.select(now, ready_at, self._live)
+                if w is not None:
+                    wait = w if wait is None else min(wait, w)
+                if host is None:
                     break
-                ready = host_next.get(host, 0.0)
-                if ready > now:
-                    blocked[host] = ready
-                    wait = ready if wait is None else min(wait, ready)
-                    continue
+                line, end = self._line_at(off)
                 if not is_data(line):
                     self._journal([f"S\t{off}\t{end}\t0\n"])
                     continue
@@ -511,18 +534,17 @@ class FileStore:
                     append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {e}"))
                     self._journal([f"S\t{off}\t{end}\t1\n"])
                     continue
-                if entry.not_before > now:
+                if entry.not_before > now:   # not due yet after all: back to the waiting room
+                    heapq.heappush(self._delayed, (entry.not_before, off, host, self._score(entry.url, entry.depth)))
                     wait = entry.not_before if wait is None else min(wait, entry.not_before)
                     continue
                 delay = delay_for(host)
                 # Round the reservation up to the millisecond written, so politeness never shrinks.
                 nxt = f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
                 rec = f"C\t{off}\t{end}\t{self.owner}\t{nxt}\t{line.rstrip(chr(10))}\n"
-                self._apply(rec)   # so the next line of this host sees the reservation
+                self._apply(rec)   # so the host's next URL sees the reservation
                 records.append(rec)
                 taken.append(Claim(entry, self.owner))
-                if len(taken) >= limit:
-                    break
             if records:
                 self._claims.append("".join(records))
                 self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
@@ -532,24 +554,48 @@ class FileStore:
             c = self.counts()
             return ClaimResult(taken, c.pending, c.in_flight, wait, False)
 
-    def _window(self) -> Iterator[tuple[int, int, str]]:
-        """Lines of queue.txt from the first unclaimed one, up to the window's limits."""
-        pos, stop, chunk = self._cursor, self._queue.pos, 8192
-        while pos < stop and pos - self._cursor < WINDOW_BYTES:
-            data = self._queue.read_at(pos, min(chunk, stop - pos))
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                if len(data) >= stop - pos:
-                    return
-                chunk *= 4
-                continue
-            start = 0
-            while start < cut:
-                nl = data.index(b"\n", start) + 1
-                yield pos + start, pos + nl, data[start:nl].decode("utf-8", "replace")
-                start = nl
-            pos += cut
-            chunk = min(chunk * 4, 256 * 1024)
+    def _live(self, off: int) -> bool:
+        """Is the queue line at ``off`` still unclaimed (by anyone)?"""
+        return off >= self._cursor and off not in self._ahead
+
+    def _score(self, url: str, depth: int) -> int:
+        return self.order.score(url, depth) if url.startswith(("http://", "https://")) else BAD_LINE_SCORE
+
+    def _index(self, off: int, line: str) -> None:
+        """Put a pending queue line in the selection index (or the waiting room, if not due)."""
+        fields = line.split("\t", 4)
+        url = fields[0].strip()
+        host = host_key(url) if url.startswith(("http://", "https://")) else ""
+        try:
+            depth = int(fields[1]) if len(fields) > 1 and fields[1] else 0
+            not_before = float(fields[3]) if len(fields) > 3 and fields[3] else 0.0
+        except ValueError:   # reported when claimed: first in line, so it is reported soon
+            host, depth, not_before = "", 0, 0.0
+        score = self.order.score(url, depth) if host else BAD_LINE_SCORE
+        if not_before > 0 and math.isfinite(not_before):
+            heapq.heappush(self._delayed, (not_before, off, host, score))
+        else:
+            self._frontier.push(host, score, off)
+
+    def _release_due(self, now: float) -> None:
+        """Retries whose time has come join the index."""
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            _, off, host, score = heapq.heappop(delayed)
+            if self._live(off):
+                self._frontier.push(host, score, off)
+
+    def _line_at(self, off: int) -> tuple[str, int]:
+        """The queue line starting at byte ``off``, and the offset just past it."""
+        size = 4096
+        while True:
+            data = self._queue.read_at(off, size)
+            nl = data.find(b"\n")
+            if nl >= 0:
+                return data[:nl + 1].decode("utf-8", "replace"), off + nl + 1
+            if len(data) < size:
+                return data.decode("utf-8", "replace"), off + len(data)
+            size *= 4
 
     # -- adding and settling -----------------------------------------------------------------------
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
@@ -580,8 +626,7 @@ class FileStore:
                 append_text(self.folder / REJECTED, "".join(over))
             if new:
                 self._queue.append("".join(e.line() for e in new))
-                self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
-                self._lines += len(new)
+                self._read_queue()
             return new
 
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
@@ -598,12 +643,11 @@ class FileStore:
                 return None
             line = entry.line()
             off = self._queue.append(line)
-            self._queue.pos = off + len(line.encode("utf-8"))
-            self._lines += 1
+            self._read_queue()
             host = host_key(entry.url)
             start = max(now, self._host_next.get(host, 0.0))
             nxt = f"{math.ceil((start + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
-            self._journal([f"C\t{off}\t{self._queue.pos}\t{self.owner}\t{nxt}\t{line[:-1]}\n"])
+            self._journal([f"C\t{off}\t{off + len(line.encode('utf-8'))}\t{self.owner}\t{nxt}\t{line[:-1]}\n"])
             return Claim(entry, self.owner, start)
 
     def settle(self, claim: Claim, kind: str, *, record: str | None = None,
@@ -621,8 +665,7 @@ class FileStore:
                 append_text(self.folder / name, record)
             if requeue is not None:
                 self._queue.append(requeue.line())
-                self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
-                self._lines += 1
+                self._read_queue()
             self._journal([f"D\t{kind}\t{claim.url}\n"])
 
     def reissue(self, owner: int) -> int:
@@ -640,8 +683,7 @@ class FileStore:
                 lost = [(u, q) for u, q in lost if u not in recent]
             if lost:
                 self._queue.append("".join(q + "\n" for _, q in lost))
-                self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
-                self._lines += len(lost)
+                self._read_queue()
                 self._journal([f"D\treissued\t{url}\n" for url, _ in lost])
             return len(lost)
 
@@ -664,6 +706,31 @@ class FileStore:
     def reserve_host(self, host: str, until: float) -> None:
         """Push a host's next-allowed time forward (it may only move later)."""
         self.update_host(host, lambda s: replace(s, next_allowed=max(s.next_allowed, until)))
+
+    def first_with_text(self, text_hash: str, url: str) -> str:
+        """The first URL whose page had this text hash (``url`` itself when it is the first).
+
+        hashes.txt (``HASH<TAB>URL``, append-only) remembers the first page of each text across
+        workers and runs; each process keeps 64 bits of each hash and the line's offset."""
+        def go() -> str:
+            with self.lock:
+                if self._hashes.reopen_if_replaced():
+                    self._hashes.pos, self._texts = 0, {}
+                for off, _end, line in self._hashes.read_new():
+                    key = _hash_key(line.split("\t", 1)[0])
+                    if key is not None:
+                        self._texts.setdefault(key, off)
+                key = _hash_key(text_hash)
+                if key is None:
+                    return url
+                if key in self._texts:
+                    first = self._hashes.read_at(self._texts[key], 16384).split(b"\n", 1)[0]
+                    return first.decode("utf-8", "replace").split("\t")[1].strip() or url
+                off = self._hashes.append(f"{text_hash}\t{url}\n")
+                self._hashes.pos = off + len(text_hash) + len(url.encode("utf-8")) + 2
+                self._texts[key] = off
+                return url
+        return self._guard(go)  # type: ignore[return-value]
 
     def log(self, name: str, text: str) -> None:
         """Append whole lines to an append-only log: ``rejected`` (rejected.txt), ``fetch``
@@ -729,6 +796,16 @@ class FileStore:
         """Free the dedup table in a process that will only watch (the parent after forking)."""
         self.seen = SeenSet()
         self._track_seen = False
+        self._frontier = Frontier(self.order.lifo)
+        self._delayed = []
+
+
+def _hash_key(text: str) -> int | None:
+    """64 bits of a hex text hash, or None for a line that is not one (a hand edit)."""
+    try:
+        return int(text.strip()[:16], 16) if len(text.strip()) >= 16 else None
+    except ValueError:
+        return None
 
 
 # -- hosts.txt: per-host politeness state that survives restarts -----------------------------------
@@ -971,14 +1048,27 @@ def tidy(folder: Path) -> list[str]:
     """At the start of a crawl (nothing else writes): end logs cut by power loss, and remove
     temp files of rewrites a kill interrupted. Returns what it reported."""
     rep = Repair()
-    for name in (REJECTED, "fetch.log", "errors.log"):
+    for name in (REJECTED, "fetch.log", "errors.log", HASHES, DUPLICATES, "stats.txt"):
         _end_torn_log(Path(folder) / name, rep)
+    _mend_journal_header(Path(folder) / CLAIMS)
     for tmp in Path(folder).glob(".*.tmp"):
         try:
             tmp.unlink()
         except OSError:
             pass
     return rep.problems
+
+
+def _mend_journal_header(path: Path) -> None:
+    """A journal whose only line is a cut header (power loss at a clean stop) is rewritten whole,
+    or the first record of the run would be glued to it and lost. A cut *record* is left alone:
+    recovery ignores it (the files it describes decide) and rewrites the journal."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n") and b"\n" not in data and data.startswith(b"#"):
+        atomic_write(path, HEADERS[CLAIMS])
 
 
 def _end_torn_log(path: Path, rep: Repair) -> None:

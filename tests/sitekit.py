@@ -520,13 +520,16 @@ class TestSite:
         every path added, "/" included when `home` is set.
         """
         paths = [f"{prefix}{i}.html" for i in range(n_pages)]
+        # The site's address is part of the text: two test sites are two sites, not mirrors
+        # (the crawler treats pages with the same text as duplicates).
+        where = f"{self.host}:{self.port}" if self._server is not None else ""
         for i, path in enumerate(paths):
             links = [paths[t] for t in tree_links(i, n_pages, links_per_page)]
-            self.route(path, body=_html_page(f"Page {i}", links, size=page_size))
+            self.route(path, body=_html_page(f"Page {i}", links, text=where, size=page_size))
         added = set(paths)
         if home:
             first = paths if links_per_page <= 0 else paths[: max(1, links_per_page)]
-            self.route("/", body=_html_page("Home", first, size=page_size))
+            self.route("/", body=_html_page("Home", first, text=where, size=page_size))
             added.add("/")
         return added
 

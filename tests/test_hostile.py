@@ -91,8 +91,8 @@ def crawled(store: MemoryStore) -> dict[str, list[str]]:
     out = {}
     for line in store.crawled:
         f = fields(line)
-        assert len(f) == 7, f
-        out[f[0]] = f[1:]
+        assert len(f) in (7, 11), f   # HTML pages add hash, canonical, outlinks, title
+        out[f[0]] = f[1:7]
     return out
 
 
@@ -194,7 +194,7 @@ def urls_in(path: Path) -> list[str]:
     return [r[0] for r in rows(path)]
 
 
-FIELD_COUNTS = {"queue.txt": (5, 5), "crawled.txt": (7, 7), "failed.txt": (4, 4), "rejected.txt": (3, 3),
+FIELD_COUNTS = {"queue.txt": (5, 5), "crawled.txt": (7, 11), "failed.txt": (4, 4), "rejected.txt": (3, 3),
                 "fetch.log": (6, 6)}
 
 
@@ -215,12 +215,19 @@ def assert_state_files_parse(folder: Path) -> None:
             assert "\r" not in line, (name, line[:300])
             f = line.split("\t")
             assert lo <= len(f) <= hi, (name, line[:300])
+            if name == "crawled.txt":
+                assert len(f) in (7, 11), (name, line[:300])   # HTML pages add 4 fields
             if name in ("queue.txt", "crawled.txt", "failed.txt"):
                 assert normalize(f[0]) == f[0], (name, f[0][:300])
             if name == "crawled.txt":
-                status, ctype, size, depth, stamp, final = f[1:]
+                status, ctype, size, depth, stamp, final = f[1:7]
                 assert status.isdigit() and size.isdigit() and depth.isdigit() and STAMP.match(stamp), f
                 assert ctype and (final == "-" or normalize(final) == final), f
+                if len(f) == 11:
+                    text_hash, canonical, outlinks, title = f[7:]
+                    assert text_hash == "-" or re.fullmatch(r"[0-9a-f]{32}", text_hash), f
+                    assert canonical == "-" or normalize(canonical) == canonical, f
+                    assert outlinks.isdigit() and title, f
             if name == "failed.txt":
                 assert f[1] and f[2].isdigit() and STAMP.match(f[3]), f
             if name == "fetch.log":
@@ -628,7 +635,7 @@ def test_control_characters_in_hrefs_are_encoded_or_removed(linker) -> None:
 def test_urls_over_the_length_limit_are_refused_and_never_requested(site: TestSite, worker: Worker) -> None:
     at_limit = "/" + "a" * (MAX_URL_LENGTH - len(site.url("/")))    # exactly MAX_URL_LENGTH characters
     site.route("/", body=html(at_limit, at_limit + "b", "/long/" + "x" * 100_000))
-    spider, store, _ = worker(site.url("/"))
+    spider, store, _ = worker(site.url("/"), traps=("url-length=off",))   # the hard limit, not the trap rule
     run(spider)
     assert len(site.url(at_limit)) == MAX_URL_LENGTH and site.hits[at_limit] == 1   # 404, but requested
     assert [r[1:] for r in rejected(store)] == [["url too long", site.url("/")]] * 2

@@ -46,7 +46,7 @@ def check_consistent(folder: Path) -> tuple[list[str], list[str], list[str]]:
         assert not dup, f"{name}.txt holds URLs twice: {dup[:5]}"
     assert not set(crawled) & set(failed)
     for line in data_lines(folder / "crawled.txt"):
-        assert len(line.split("\t")) == 7, line
+        assert len(line.split("\t")) in (7, 11), line
     return crawled, failed, queue
 
 

@@ -1,0 +1,181 @@
+"""What to crawl next: the crawl order, as one priority function, and the index that serves it.
+
+``Order.key(url, depth, seq)`` is the whole policy; the claim step of both stores takes, among
+the hosts whose politeness slot has come, the pending URL with the lowest key:
+
+- ``bfs`` (default): shallower first, then first discovered first (FIFO);
+- ``dfs``: last discovered first (a stack), so the crawl goes deep before wide;
+- ``best``: lowest score first, FIFO among equal scores. The score is 10 per level of depth,
+  -50 for a URL matching a ``--prefer`` pattern, +100 for one matching ``--defer``: a preferred
+  page outranks five levels of depth, a deferred one waits behind ten.
+
+``seq`` is the URL's place in insertion order (its byte offset in queue.txt, or a counter). To
+change the crawl order, change ``Order.key``.
+
+``Frontier`` is the in-memory index the claim step searches: per host, pending items bucketed by
+score, and a heap of each host's best key. Selecting the next URL costs O(log hosts) plus one
+step per waiting host ahead of it; it never walks the queue, so it does not slow down as the
+queue grows. Items claimed by another process are dropped lazily (``live``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Callable
+
+ORDERS = ("bfs", "dfs", "best")
+DEPTH_COST, PREFER_BONUS, DEFER_COST = 10, 50, 100
+
+
+@dataclass(frozen=True)
+class Order:
+    """The crawl order of a crawl (``--order``, ``--prefer``, ``--defer``)."""
+
+    name: str = "bfs"
+    prefer: tuple[str, ...] = ()
+    defer: tuple[str, ...] = ()
+    _prefer: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
+    _defer: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.name not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {self.name!r}")
+        object.__setattr__(self, "_prefer", tuple(re.compile(p) for p in self.prefer))
+        object.__setattr__(self, "_defer", tuple(re.compile(p) for p in self.defer))
+
+    @property
+    def lifo(self) -> bool:
+        """Among equal scores, is the newest first?"""
+        return self.name == "dfs"
+
+    def score(self, url: str, depth: int) -> int:
+        """Lower goes first."""
+        if self.name == "bfs":
+            return depth
+        if self.name == "dfs":
+            return 0
+        s = DEPTH_COST * depth
+        if any(p.search(url) for p in self._prefer):
+            s -= PREFER_BONUS
+        if any(p.search(url) for p in self._defer):
+            s += DEFER_COST
+        return s
+
+    def key(self, url: str, depth: int, seq: int) -> tuple[int, int]:
+        """The full sort key: score, then insertion order (FIFO) or its reverse (dfs)."""
+        return self.score(url, depth), (-seq if self.lifo else seq)
+
+
+class _Bucket:
+    """Items of one host with one score, in insertion order (seq ascending)."""
+
+    __slots__ = ("items", "head")
+
+    def __init__(self) -> None:
+        self.items = array("q")
+        self.head = 0
+
+    def __len__(self) -> int:
+        return len(self.items) - self.head
+
+    def peek(self, lifo: bool) -> int:
+        return self.items[-1] if lifo else self.items[self.head]
+
+    def pop(self, lifo: bool) -> int:
+        if lifo:
+            return self.items.pop()
+        seq = self.items[self.head]
+        self.head += 1
+        if self.head > 1024 and self.head * 2 > len(self.items):   # give back what was taken
+            del self.items[:self.head]
+            self.head = 0
+        return seq
+
+
+class Frontier:
+    """Pending items (``seq`` numbers) by host and score; ``select`` finds the best ready one."""
+
+    def __init__(self, lifo: bool = False) -> None:
+        self.lifo = lifo
+        self._hosts: dict[str, dict[int, _Bucket]] = {}
+        self._best: dict[str, tuple[int, int]] = {}        # key of each host's entry in the heap
+        self._heap: list[tuple[int, int, str]] = []
+
+    def __len__(self) -> int:
+        return sum(len(b) for buckets in self._hosts.values() for b in buckets.values())
+
+    def push(self, host: str, score: int, seq: int) -> None:
+        """Add an item; ``seq`` must grow with each push (insertion order)."""
+        buckets = self._hosts.get(host)
+        if buckets is None:
+            buckets = self._hosts[host] = {}
+        bucket = buckets.get(score)
+        if bucket is None:
+            bucket = buckets[score] = _Bucket()
+        bucket.items.append(seq)
+        key = (score, -seq if self.lifo else seq)
+        best = self._best.get(host)
+        if best is None or key < best:
+            self._best[host] = key
+            heapq.heappush(self._heap, (key[0], key[1], host))
+
+    def _true_best(self, host: str, live: Callable[[int], bool]) -> tuple[int, int] | None:
+        """The host's best live key, dropping dead items and empty buckets on the way."""
+        buckets = self._hosts.get(host)
+        while buckets:
+            score = min(buckets)
+            bucket = buckets[score]
+            while len(bucket) and not live(bucket.peek(self.lifo)):
+                bucket.pop(self.lifo)
+            if len(bucket):
+                seq = bucket.peek(self.lifo)
+                return score, (-seq if self.lifo else seq)
+            del buckets[score]
+        self._hosts.pop(host, None)
+        return None
+
+    def select(self, now: float, ready_at: Callable[[str], float],
+               live: Callable[[int], bool]) -> tuple[str | None, int, float | None]:
+        """Take the best live item of a host whose slot has come (``ready_at(host) <= now``).
+
+        Returns ``(host, seq, wait)``: host None when nothing is ready; ``wait`` is the earliest
+        time a skipped host becomes ready (None if none was skipped)."""
+        heap, best = self._heap, self._best
+        waiting: list[tuple[int, int, str]] = []
+        wait: float | None = None
+        try:
+            while heap:
+                score, tb, host = heap[0]
+                if best.get(host) != (score, tb):
+                    heapq.heappop(heap)          # stale: the host's key changed since
+                    continue
+                true = self._true_best(host, live)
+                if true != (score, tb):          # its best item was taken elsewhere
+                    heapq.heappop(heap)
+                    if true is None:
+                        best.pop(host, None)
+                    else:
+                        best[host] = true
+                        heapq.heappush(heap, (true[0], true[1], host))
+                    continue
+                t = ready_at(host)               # (only a host with live items can make us wait)
+                if t > now:
+                    waiting.append(heapq.heappop(heap))
+                    wait = t if wait is None else min(wait, t)
+                    continue
+                heapq.heappop(heap)
+                seq = self._hosts[host][score].pop(self.lifo)
+                after = self._true_best(host, live)
+                if after is None:
+                    best.pop(host, None)
+                else:
+                    best[host] = after
+                    heapq.heappush(heap, (after[0], after[1], host))
+                return host, seq, wait
+            return None, 0, wait
+        finally:
+            for item in waiting:
+                heapq.heappush(heap, item)

@@ -1,0 +1,730 @@
+"""``report NAME``: one self-contained HTML page about a project, charts drawn as inline SVG.
+
+The page needs no network, no JavaScript, no external font or stylesheet: it can be mailed,
+archived or printed. ``load`` reads the project files into a ``ReportData`` (tolerating missing
+files and garbage lines: a report must never fail because a file was edited by hand or torn by a
+kill), ``render`` turns that data into HTML (pure, so tests build the data by hand), and
+``write_report`` does both and writes the page atomically.
+
+Every piece of text that comes from a file (URLs, reasons, patterns, hosts) is attacker-controlled
+(a server chose it), so it goes through ``_esc`` before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import calendar
+import html
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence
+from urllib.parse import urlsplit
+
+from .census import Sample, top_patterns, trap_alarm
+from .stats import StatsRow, read_stats
+from .store import atomic_write
+
+STATS = "stats.txt"
+DUPLICATES = "duplicates.txt"
+SETTINGS = "settings.txt"
+QUEUE, CRAWLED, FAILED, REJECTED = "queue.txt", "crawled.txt", "failed.txt", "rejected.txt"
+
+GAP = 30.0          # seconds between stats samples beyond which the crawl was not running
+BUCKETS = 120       # rate charts average over at most this many time slices
+MAX_POINTS = 600    # the frontier line is thinned to at most this many points
+TOP_N = 12          # bars in the pattern / reason charts
+TOP_HOSTS = 20      # hosts in the status chart and table
+TOP_CODES = 12      # status-code columns in the table (the rest are summed as "other")
+
+# One colour per meaning, used everywhere on the page.
+BLUE, GREEN, ORANGE, RED, GREY, PURPLE, TEAL = ("#2563eb", "#16a34a", "#d97706", "#dc2626",
+                                              "#6b7280", "#7c3aed", "#0e7490")
+CLASS_COLOURS = {"2xx": GREEN, "3xx": BLUE, "4xx": ORANGE, "5xx": RED, "1xx": TEAL, "error": GREY}
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass
+class ReportData:
+    """Everything the page shows, already counted; every field has an empty default."""
+
+    name: str = ""
+    generated: float = 0.0
+    seeds: list[str] = field(default_factory=list)
+    stats: list[StatsRow] = field(default_factory=list)
+    crawled: int = 0            # pages: crawled.txt lines that are not redirect hops
+    redirects: int = 0          # redirect hops (3xx other than 304)
+    failed: int = 0
+    pending: int = 0
+    duplicates: int = 0         # duplicates.txt lines of kind "duplicate"
+    variants: int = 0           # ... of kind "variant" (canonical points elsewhere)
+    bytes: int = 0
+    first_fetch: Optional[float] = None
+    last_fetch: Optional[float] = None
+    status_by_host: dict[str, Counter[str]] = field(default_factory=dict)
+    failure_reasons: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
+    patterns: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _data_lines(path: Path) -> Iterator[list[str]]:
+    """TAB-split data lines of a file; nothing at all if it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.lstrip("\ufeff").rstrip("\r\n")
+                if line.strip() and not line.lstrip().startswith("#"):
+                    yield line.split("\t")
+    except OSError:
+        return
+
+
+def _int(text: str, default: int = 0) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+def _is_url(text: str) -> bool:
+    return text[:8].lower().startswith(("http://", "https://"))
+
+
+def host_of(url: str) -> str:
+    """The host (with port, without user info) of a URL, lower-cased; '' when it has none."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return ""
+    return netloc.rpartition("@")[2].lower()
+
+
+def _parse_stamp(text: str) -> Optional[float]:
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _read_crawled(folder: Path, data: ReportData) -> None:
+    for f in _data_lines(folder / CRAWLED):
+        if len(f) < 2 or not _is_url(f[0]) or not re.fullmatch(r"[1-9][0-9]{2}", f[1]):
+            continue
+        status = f[1]
+        data.status_by_host.setdefault(host_of(f[0]), Counter())[status] += 1
+        if status.startswith("3") and status != "304":
+            data.redirects += 1
+        else:
+            data.crawled += 1
+        data.bytes += max(0, _int(f[3])) if len(f) > 3 else 0
+        when = _parse_stamp(f[5]) if len(f) > 5 else None
+        if when is not None:
+            data.first_fetch = when if data.first_fetch is None else min(data.first_fetch, when)
+            data.last_fetch = when if data.last_fetch is None else max(data.last_fetch, when)
+
+
+def _read_failed(folder: Path, data: ReportData) -> None:
+    for f in _data_lines(folder / FAILED):
+        if len(f) < 2 or not _is_url(f[0]):
+            continue
+        reason = f[1].strip() or "?"
+        code = reason if re.fullmatch(r"[1-9][0-9]{2}", reason) else "error"
+        data.status_by_host.setdefault(host_of(f[0]), Counter())[code] += 1
+        data.failure_reasons[reason] += 1
+        data.failed += 1
+
+
+def _rejection_reason(reason: str) -> str:
+    """Group 'queue.txt:7: not an absolute URL' and the like under the file name."""
+    if reason.startswith(("queue.txt:", "crawled.txt:", "failed.txt:")):
+        return reason.split(":", 1)[0]
+    return reason.strip() or "?"
+
+
+def _pending_urls(folder: Path) -> Iterator[str]:
+    """The URL of every data line of queue.txt (lines that are not http(s) URLs are skipped).
+
+    While a crawl runs, queue.txt still holds the lines claimed since the run started (claims.txt
+    says which); the report reads all of them, so for a running crawl "pending" and the pattern
+    counts are an upper bound. After a clean stop queue.txt holds exactly the pending URLs.
+    """
+    for f in _data_lines(folder / QUEUE):
+        url = f[0].strip()
+        if _is_url(url):
+            yield url
+
+
+def _read_settings(folder: Path) -> list[str]:
+    seeds = []
+    for f in _data_lines(folder / SETTINGS):
+        key, sep, value = f[0].partition("=")
+        if sep and key.strip() == "seed" and value.strip():
+            seeds.append(value.strip())
+    return seeds
+
+
+def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
+    """Read the project files of ``folder`` into a ``ReportData``; never raises on bad content."""
+    data = ReportData(name=folder.name, generated=time.time() if now is None else now)
+    data.seeds = _read_settings(folder)
+    rows = read_stats(folder)
+    data.stats = sorted(rows, key=lambda r: r.unix)
+    _read_crawled(folder, data)
+    _read_failed(folder, data)
+    for f in _data_lines(folder / REJECTED):
+        if len(f) >= 2:
+            data.rejected[_rejection_reason(f[1])] += 1
+    for f in _data_lines(folder / DUPLICATES):
+        kind = f[1].strip() if len(f) > 1 else ""
+        if kind == "variant":
+            data.variants += 1
+        elif kind == "duplicate":
+            data.duplicates += 1
+    counter = _Counting(_pending_urls(folder))
+    data.patterns = top_patterns(counter, TOP_N)
+    data.pending = counter.count
+    return data
+
+
+class _Counting:
+    """Counts what passes through, so queue.txt is read once for both count and patterns."""
+
+    def __init__(self, items: Iterator[str]) -> None:
+        self.items, self.count = items, 0
+
+    def __iter__(self) -> Iterator[str]:
+        for item in self.items:
+            self.count += 1
+            yield item
+
+
+def write_report(folder: Path, output: Optional[Path] = None, *, now: Optional[float] = None) -> Path:
+    """Write the report of the project in ``folder`` (default ``folder/report.html``); its path."""
+    path = folder / "report.html" if output is None else output
+    atomic_write(path, render(load(folder, now=now)))
+    return path
+
+
+# ----------------------------------------------------------------------------- series
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The stats rows placed on a 'crawl time' axis: pauses between runs are cut out."""
+
+    runs: list[list[tuple[float, StatsRow]]]   # (seconds of crawl time, row), one list per run
+    restarts: list[float]                      # crawl time at which a later run began
+
+    @property
+    def duration(self) -> float:
+        return self.runs[-1][-1][0] if self.runs else 0.0
+
+
+def timeline(rows: Sequence[StatsRow]) -> Timeline:
+    """Split rows into runs at gaps longer than ``GAP`` so a resumed crawl's pause costs no width."""
+    runs: list[list[tuple[float, StatsRow]]] = []
+    restarts: list[float] = []
+    x = 0.0
+    prev: Optional[StatsRow] = None
+    for row in rows:
+        dt = row.unix - prev.unix if prev else 0.0
+        if prev is None or dt > GAP:
+            if prev is not None:
+                restarts.append(x)
+            runs.append([])
+        else:
+            x += max(0.0, dt)
+        runs[-1].append((x, row))
+        prev = row
+    return Timeline(runs, restarts)
+
+
+Point = tuple[float, Optional[float]]   # y None: a break in the line
+
+
+def level_series(tl: Timeline, attr: str) -> list[Point]:
+    """One stats column (pending, crawled...) over crawl time, thinned to about ``MAX_POINTS``."""
+    total = sum(len(r) for r in tl.runs)
+    stride = max(1, math.ceil(total / MAX_POINTS))
+    out: list[Point] = []
+    for run in tl.runs:
+        if out:
+            out.append((run[0][0], None))
+        picked = run[::stride]
+        if picked[-1] is not run[-1]:
+            picked.append(run[-1])
+        out.extend((x, float(getattr(r, attr))) for x, r in picked)
+    return out
+
+
+def rate_series(tl: Timeline) -> tuple[list[Point], list[Point]]:
+    """Pages/s and discovery ratio per time slice (intervals summed, so the lines are smooth).
+
+    pages/s = Δcrawled / Δtime; discovery ratio = Δdiscovered / Δ(crawled + failed), only for
+    slices in which something was fetched. Intervals across a pause between runs are skipped.
+    """
+    width = max(tl.duration / BUCKETS, 1e-9)
+    speed: list[Point] = []
+    ratio: list[Point] = []
+    for run in tl.runs:
+        buckets: dict[int, list[float]] = {}
+        for (x0, a), (x1, b) in zip(run, run[1:]):
+            if x1 <= x0:
+                continue
+            acc = buckets.setdefault(min(int(x1 / width), BUCKETS - 1), [0.0, 0.0, 0.0, 0.0, 0.0])
+            acc[0] += x1 - x0
+            acc[1] += b.crawled - a.crawled
+            acc[2] += b.discovered - a.discovered
+            acc[3] += (b.crawled + b.failed) - (a.crawled + a.failed)
+            acc[4] = x1
+        if buckets and speed:
+            speed.append((run[0][0], None))
+            ratio.append((run[0][0], None))
+        for key in sorted(buckets):
+            dt, dc, dd, df, x = buckets[key]
+            speed.append((x, max(0.0, dc / dt)))
+            if df > 0:
+                ratio.append((x, max(0.0, dd / df)))
+    return speed, ratio
+
+
+# ----------------------------------------------------------------------------- formatting
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
+
+
+def _esc(text: object, limit: int = 0) -> str:
+    """Text from a file, safe in HTML and in SVG (XML): control characters dropped, escaped."""
+    s = _CONTROL.sub("", str(text))
+    if limit and len(s) > limit:
+        s = s[: limit - 1] + "\u2026"
+    return html.escape(s, quote=True)
+
+
+def fmt_int(n: float) -> str:
+    return f"{int(n):,}"
+
+
+def fmt_short(v: float) -> str:
+    """A tick label: 950, 1.2k, 3M, 0.25."""
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:g}k"
+    if a == int(a):
+        return f"{int(v)}"
+    return f"{v:.3g}"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"   # pragma: no cover
+
+
+def fmt_duration(seconds: float) -> str:
+    s = int(round(max(0.0, seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def nice_ticks(hi: float, count: int = 5) -> list[float]:
+    """Round tick values 0..top (top >= hi), at steps of 1, 2 or 5 times a power of ten."""
+    if not hi > 0 or not math.isfinite(hi):
+        return [0.0, 1.0]
+    raw = hi / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    n = math.ceil(hi / step - 1e-9)
+    return [round(i * step, 12) for i in range(n + 1)]
+
+
+_TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+               43200, 86400, 172800, 604800)
+
+
+def time_ticks(hi: float, count: int = 6) -> list[float]:
+    """Tick values for a time axis, at steps people read easily (10s, 5 min, 1 h...)."""
+    if not hi > 0:
+        return [0.0]
+    step = next((s for s in _TIME_STEPS if s * count >= hi), _TIME_STEPS[-1])
+    return [float(i * step) for i in range(int(hi // step) + 1)]
+
+
+def fmt_tick_time(s: float) -> str:
+    if s < 60:
+        return f"{s:g}s"
+    if s < 3600:
+        return f"{s / 60:g}m"
+    if s < 86400:
+        return f"{s / 3600:g}h"
+    return f"{s / 86400:g}d"
+
+
+# ----------------------------------------------------------------------------- SVG charts
+
+W = 600          # every chart is drawn in a 600-unit wide viewBox and scaled by CSS
+
+
+def _svg(height: float, title: str, body: list[str], label: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {W} {height:.0f}" '
+            f'role="img" aria-label="{_esc(label)}">'
+            f'<text class="title" x="0" y="16">{_esc(title)}</text>' + "".join(body) + "</svg>")
+
+
+def no_data(title: str, why: str = "no data yet") -> str:
+    """The placeholder that stands where a chart has nothing to draw."""
+    return (f'<div class="nodata"><div class="nodata-title">{_esc(title)}</div>'
+            f'<p>{_esc(why)}</p></div>')
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    colour: str
+    points: list[Point]
+
+
+def _path(points: Sequence[Point], sx: Callable[[float], float],
+          sy: Callable[[float], float]) -> list[str]:
+    """SVG for one series: a polyline per unbroken stretch, a dot for a lone point."""
+    out, run = [], []
+    for x, y in list(points) + [(0.0, None)]:
+        if y is not None:
+            run.append((sx(x), sy(y)))
+            continue
+        if len(run) == 1:
+            out.append(f'<circle cx="{run[0][0]:.1f}" cy="{run[0][1]:.1f}" r="3" />')
+        elif run:
+            out.append('<polyline points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in run) + '" />')
+        run = []
+    return out
+
+
+def line_chart(title: str, series: Sequence[Series], *, y_label: str, x_max: float,
+               restarts: Sequence[float] = (), reference: Optional[tuple[float, str]] = None,
+               empty: str = "no data yet") -> str:
+    """A line chart over crawl time with a grid, tick labels, axis titles and a legend."""
+    ys = [y for s in series for _, y in s.points if y is not None]
+    if not ys:
+        return no_data(title, empty)
+    H, left, right, top, bottom = 250, 58, 14, 40, 40
+    y_hi = max(ys + ([reference[0]] if reference else []))
+    yt = nice_ticks(y_hi)
+    xt = time_ticks(x_max)
+    x_top = max(x_max, xt[-1] if xt else 0.0, 1e-9)
+    y_top = yt[-1] or 1.0
+    pw, ph = W - left - right, H - top - bottom
+
+    def sx(x: float) -> float:
+        return left + pw * x / x_top
+
+    def sy(y: float) -> float:
+        return top + ph * (1 - y / y_top)
+
+    body = []
+    for v in yt:
+        body.append(f'<line class="grid" x1="{left}" x2="{W - right}" y1="{sy(v):.1f}" y2="{sy(v):.1f}" />')
+        body.append(f'<text class="tick" x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{fmt_short(v)}</text>')
+    for v in xt:
+        body.append(f'<line class="tickmark" x1="{sx(v):.1f}" x2="{sx(v):.1f}" y1="{top + ph}" y2="{top + ph + 4}" />')
+        body.append(f'<text class="tick" x="{sx(v):.1f}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick_time(v)}</text>')
+    body.append(f'<line class="axis" x1="{left}" x2="{W - right}" y1="{top + ph}" y2="{top + ph}" />')
+    body.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" />')
+    body.append(f'<text class="axis-label" x="{left + pw / 2:.0f}" y="{H - 4}" text-anchor="middle">crawl time</text>')
+    body.append(f'<text class="axis-label" transform="translate(12 {top + ph / 2:.0f}) rotate(-90)" '
+                f'text-anchor="middle">{_esc(y_label)}</text>')
+    for r in restarts:
+        body.append(f'<line class="restart" x1="{sx(r):.1f}" x2="{sx(r):.1f}" y1="{top}" y2="{top + ph}" />')
+        body.append(f'<text class="note" x="{sx(r) + 3:.1f}" y="{top + 10}">resumed</text>')
+    if reference:
+        body.append(f'<line class="reference" x1="{left}" x2="{W - right}" y1="{sy(reference[0]):.1f}" '
+                    f'y2="{sy(reference[0]):.1f}" />')
+        body.append(f'<text class="note" x="{W - right - 2}" y="{sy(reference[0]) - 4:.1f}" '
+                    f'text-anchor="end">{_esc(reference[1])}</text>')
+    for s in series:
+        body.append(f'<g class="series" stroke="{s.colour}" fill="{s.colour}">'
+                    + "".join(_path(s.points, sx, sy)) + "</g>")
+    if len(series) > 1:
+        x = W - right
+        for s in reversed(series):
+            x -= 12 + 7 * len(s.name)
+            body.append(f'<rect x="{x}" y="24" width="10" height="10" fill="{s.colour}" />'
+                        f'<text class="legend" x="{x + 13}" y="33">{_esc(s.name)}</text>')
+    return _svg(H, title, body, title)
+
+
+def bar_chart(title: str, items: Sequence[tuple[str, int]], colour: str, *, mono: bool = False,
+              empty: str = "no data yet", total: Optional[int] = None) -> str:
+    """Horizontal bars, label above each bar and the count at its end: long labels stay whole."""
+    if not items:
+        return no_data(title, empty)
+    row, top = 34, 28
+    H = top + row * len(items) + 4
+    hi = max(v for _, v in items) or 1
+    body = []
+    cls = "label mono" if mono else "label"
+    for i, (label, value) in enumerate(items):
+        y = top + i * row
+        w = max(1.0, (W - 90) * value / hi)
+        share = f" ({_percent(value, total)})" if total else ""
+        body.append(f'<g><title>{_esc(label)}: {fmt_int(value)}</title>'
+                    f'<text class="{cls}" x="0" y="{y + 11}">{_esc(label, 84)}</text>'
+                    f'<rect x="0" y="{y + 15}" width="{w:.1f}" height="12" rx="2" fill="{colour}" />'
+                    f'<text class="value" x="{w + 6:.1f}" y="{y + 25}">{fmt_int(value)}{share}</text></g>')
+    return _svg(H, title, body, title)
+
+
+def _percent(part: int, whole: int) -> str:
+    share = 100 * part / whole
+    return "<1%" if 0 < share < 1 else f"{share:.0f}%"
+
+
+def status_class(code: str) -> str:
+    return code[0] + "xx" if len(code) == 3 and code.isdigit() else "error"
+
+
+def _ranked_hosts(by_host: dict[str, Counter[str]]) -> list[tuple[str, Counter[str]]]:
+    return sorted(by_host.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+
+
+def status_chart(by_host: dict[str, Counter[str]]) -> str:
+    """Stacked horizontal bars: per host, how many answers of each status class."""
+    title = "Status codes by host"
+    if not by_host:
+        return no_data(title, "nothing fetched yet")
+    hosts = _ranked_hosts(by_host)[:TOP_HOSTS]
+    classes = [c for c in CLASS_COLOURS if any(status_class(k) == c for _, n in hosts for k in n)]
+    row, top = 30, 44
+    H = top + row * len(hosts) + 6
+    hi = max(sum(n.values()) for _, n in hosts)
+    body = []
+    x = 0
+    for c in classes:
+        body.append(f'<rect x="{x}" y="24" width="10" height="10" fill="{CLASS_COLOURS[c]}" />'
+                    f'<text class="legend" x="{x + 13}" y="33">{c}</text>')
+        x += 60
+    for i, (host, n) in enumerate(hosts):
+        y = top + i * row
+        by_class: Counter[str] = Counter()
+        for code, v in n.items():
+            by_class[status_class(code)] += v
+        body.append(f'<text class="label" x="0" y="{y + 11}">{_esc(host or "(no host)", 84)}</text>')
+        x0 = 0.0
+        for c in classes:
+            if by_class[c]:
+                w = (W - 90) * by_class[c] / hi
+                body.append(f'<rect x="{x0:.1f}" y="{y + 15}" width="{max(w, 1):.1f}" height="11" '
+                            f'fill="{CLASS_COLOURS[c]}"><title>{_esc(host)} {c}: {fmt_int(by_class[c])}'
+                            f'</title></rect>')
+                x0 += w
+        body.append(f'<text class="value" x="{x0 + 6:.1f}" y="{y + 25}">{fmt_int(sum(n.values()))}</text>')
+    return _svg(H, title, body, title)
+
+
+def status_table(by_host: dict[str, Counter[str]]) -> str:
+    """The exact counts behind the status chart: hosts by status code."""
+    if not by_host:
+        return ""
+    hosts = _ranked_hosts(by_host)
+    totals: Counter[str] = Counter()
+    for _, n in hosts:
+        totals.update(n)
+    codes = sorted((c for c, _ in totals.most_common(TOP_CODES)), key=lambda c: (c == "error", c))
+    other = len(totals) > len(codes)
+    head = "".join(f'<th class="num"><span class="dot" style="background:{CLASS_COLOURS[status_class(c)]}">'
+                   f'</span>{_esc(c)}</th>' for c in codes)
+    head += '<th class="num">other</th>' if other else ""
+    rows = []
+    for host, n in hosts[:TOP_HOSTS]:
+        cells = "".join(f'<td class="num">{fmt_int(n[c]) if n[c] else ""}</td>' for c in codes)
+        if other:
+            rest = sum(v for c, v in n.items() if c not in codes)
+            cells += f'<td class="num">{fmt_int(rest) if rest else ""}</td>'
+        rows.append(f'<tr><td class="host">{_esc(host or "(no host)")}</td>{cells}'
+                    f'<td class="num total">{fmt_int(sum(n.values()))}</td></tr>')
+    more = (f'<p class="note">... and {len(hosts) - TOP_HOSTS} more hosts</p>'
+            if len(hosts) > TOP_HOSTS else "")
+    return (f'<table class="status"><thead><tr><th>host</th>{head}<th class="num">total</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>{more}')
+
+
+# ----------------------------------------------------------------------------- page
+
+CSS = """
+:root { --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --bg: #f8fafc; }
+* { box-sizing: border-box; }
+body { margin: 0; padding: 24px 32px 40px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
+       Roboto, "Helvetica Neue", Arial, sans-serif; color: var(--ink); background: var(--bg); }
+h1 { font-size: 24px; margin: 0 0 2px; } h1 .name { color: #2563eb; }
+h2 { font-size: 17px; margin: 28px 0 10px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.meta { color: var(--muted); margin: 0; word-break: break-all; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); gap: 10px;
+         margin-top: 18px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; }
+.card .k { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
+.card .v { font-size: 21px; font-weight: 600; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.card .s { color: var(--muted); font-size: 12px; }
+.alarm { margin-top: 16px; padding: 10px 14px; border-radius: 8px; background: #fef2f2;
+         border: 1px solid #fecaca; color: #991b1b; font-weight: 600; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 14px; }
+.panel { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px;
+         break-inside: avoid; page-break-inside: avoid; }
+svg.chart { display: block; width: 100%; height: auto; overflow: visible;
+            font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
+svg .title { font-size: 14px; font-weight: 600; fill: var(--ink); }
+svg .tick, svg .value, svg .legend { font-size: 11px; fill: #4b5563; font-variant-numeric: tabular-nums; }
+svg .label { font-size: 12px; fill: var(--ink); }
+svg .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 11.5px; }
+svg .axis-label { font-size: 11px; fill: var(--muted); }
+svg .note { font-size: 10px; fill: var(--muted); paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+svg .grid { stroke: var(--line); stroke-width: 1; }
+svg .axis, svg .tickmark { stroke: #9ca3af; stroke-width: 1; }
+svg .restart { stroke: #9ca3af; stroke-dasharray: 4 3; }
+svg .reference { stroke: #dc2626; stroke-dasharray: 5 4; stroke-width: 1; opacity: .6; }
+svg .series polyline { fill: none; stroke-width: 2; stroke-linejoin: round; stroke-linecap: round; }
+.nodata { min-height: 120px; }
+.nodata-title { font-weight: 600; }
+.nodata p { color: var(--muted); margin: 30px 0; text-align: center; font-style: italic; }
+.table-panel { margin-top: 14px; overflow-x: auto; }
+table.status { width: 100%; border-collapse: collapse; background: #fff;
+               font-variant-numeric: tabular-nums; }
+table.status th, table.status td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; }
+table.status th { font-size: 12px; color: var(--muted); font-weight: 600; white-space: nowrap; }
+table.status .num { text-align: right; } table.status .total { font-weight: 600; }
+table.status .host { word-break: break-all; }
+.dot { display: inline-block; width: 8px; height: 8px; border-radius: 50%; margin-right: 4px; }
+.note { color: var(--muted); font-size: 12px; }
+footer { margin-top: 28px; color: var(--muted); font-size: 12px; }
+@media print {
+  body { background: #fff; padding: 0; font-size: 12px; }
+  .grid { grid-template-columns: 1fr; }
+  .panel, .card { border-color: #d1d5db; }
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+}
+"""
+
+
+def _card(key: str, value: str, sub: str = "") -> str:
+    return (f'<div class="card"><div class="k">{_esc(key)}</div><div class="v">{_esc(value)}</div>'
+            f'<div class="s">{_esc(sub)}</div></div>')
+
+
+def duration_of(data: ReportData) -> float:
+    """Crawl time from stats.txt (pauses cut out), else the span of fetch times."""
+    if len(data.stats) > 1:
+        return timeline(data.stats).duration
+    if data.first_fetch is not None and data.last_fetch is not None:
+        return data.last_fetch - data.first_fetch
+    return 0.0
+
+
+def cards(data: ReportData) -> str:
+    """The headline numbers."""
+    duration = duration_of(data)
+    last = data.stats[-1] if data.stats else None
+    fetched = (last.crawled + last.failed) if last else 0
+    ratio = f"discovery ratio {last.discovered / fetched:.2f}" if last and fetched else ""
+    speed = f"{data.crawled / duration:.1f} pages/s" if duration > 0 else ""
+    per_page = f"{fmt_bytes(data.bytes / data.crawled)} per page" if data.crawled else ""
+    kinds = (f"{fmt_int(data.duplicates)} same text, {fmt_int(data.variants)} variants"
+             if data.duplicates or data.variants else "")
+    hops = f"+{fmt_int(data.redirects)} redirects" if data.redirects else ""
+    return '<section class="cards">' + "".join([
+        _card("crawled", fmt_int(data.crawled), hops),
+        _card("failed", fmt_int(data.failed), _top(data.failure_reasons, 2)),
+        _card("pending", fmt_int(data.pending), ratio),
+        _card("duplicates", fmt_int(data.duplicates + data.variants), kinds),
+        _card("rejected", fmt_int(sum(data.rejected.values())), _top(data.rejected, 2)),
+        _card("bytes", fmt_bytes(data.bytes), per_page),
+        _card("duration", fmt_duration(duration), speed),
+    ]) + "</section>"
+
+
+def _top(counter: Counter[str], n: int) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counter.most_common(n))
+
+
+def _alarm(data: ReportData) -> str:
+    message = trap_alarm([Sample(r.pending, r.top_pattern, r.top_pending) for r in data.stats])
+    return f'<div class="alarm">{_esc(message)}</div>' if message else ""
+
+
+def _panel(content: str) -> str:
+    return f'<div class="panel">{content}</div>'
+
+
+def _table_panel(table: str) -> str:
+    return f'<div class="panel table-panel">{table}</div>' if table else ""
+
+
+def _with_other(counter: Counter[str], n: int) -> list[tuple[str, int]]:
+    """The n - 1 biggest entries, and the rest summed as 'other' when there are more than n."""
+    items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(items) <= n:
+        return items
+    return items[: n - 1] + [(f"other ({len(items) - n + 1} reasons)", sum(v for _, v in items[n - 1:]))]
+
+
+def render(data: ReportData) -> str:
+    """The whole page for ``data``: HTML with inline CSS and SVG, no scripts, no external links."""
+    tl = timeline(data.stats)
+    speed, ratio = rate_series(tl)
+    charts = [
+        line_chart("Frontier size", [Series("pending URLs", BLUE, level_series(tl, "pending"))],
+                   y_label="pending URLs", x_max=tl.duration, restarts=tl.restarts),
+        line_chart("URLs discovered and fetched", [Series("discovered", PURPLE, level_series(tl, "discovered")),
+                                                   Series("crawled", GREEN, level_series(tl, "crawled")),
+                                                   Series("failed", RED, level_series(tl, "failed"))],
+                   y_label="URLs (cumulative)", x_max=tl.duration, restarts=tl.restarts),
+        line_chart("Pages per second", [Series("pages/s", GREEN, speed)], y_label="pages/s",
+                   x_max=tl.duration, restarts=tl.restarts,
+                   empty="no data yet (needs two stats samples)"),
+        line_chart("Discovery ratio (new URLs per fetched page)", [Series("ratio", PURPLE, ratio)],
+                   y_label="new URLs / page", x_max=tl.duration, restarts=tl.restarts,
+                   reference=(1.0, "1: the frontier holds steady"),
+                   empty="no data yet (needs two stats samples with pages fetched between)"),
+    ]
+    pending_total = data.pending or None
+    hosts = [status_chart(data.status_by_host),
+             bar_chart("Failures by reason", _with_other(data.failure_reasons, TOP_N), RED,
+                       empty="nothing failed")]
+    lists = [
+        bar_chart("Top URL patterns of pending URLs", data.patterns, TEAL, mono=True,
+                  empty="the queue is empty", total=pending_total),
+        bar_chart("Rejections by reason", _with_other(data.rejected, TOP_N), ORANGE,
+                  empty="nothing rejected"),
+    ]
+    seeds = ", ".join(_esc(s) for s in data.seeds[:5]) + (" ..." if len(data.seeds) > 5 else "")
+    meta = f"generated {_esc(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(data.generated)))}"
+    if seeds:
+        meta += f" &middot; seeds: {seeds}"
+    return "".join([
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>spider report: {_esc(data.name)}</title><style>{CSS}</style></head><body>",
+        f'<header><h1>spider report: <span class="name">{_esc(data.name)}</span></h1>',
+        f'<p class="meta">{meta}</p></header>',
+        cards(data), _alarm(data),
+        '<h2>Over time</h2><div class="grid">', "".join(_panel(c) for c in charts), "</div>",
+        '<h2>Hosts and failures</h2><div class="grid">', "".join(_panel(c) for c in hosts), "</div>",
+        _table_panel(status_table(data.status_by_host)),
+        '<h2>Frontier and refusals</h2><div class="grid">', "".join(_panel(c) for c in lists), "</div>",
+        "<footer>Counts come from the project files: crawled.txt, failed.txt, queue.txt, "
+        "rejected.txt, duplicates.txt; the charts over time from stats.txt (pauses between runs "
+        "are cut out of the time axis). While a crawl runs, pending counts include the lines "
+        "already claimed from queue.txt.</footer>",
+        "</body></html>\n",
+    ])

@@ -1,0 +1,220 @@
+"""Instrumentation: ``stats.txt``, a line every few seconds that says how the crawl is going.
+
+The crawl's parent process appends one line every ``STATS_EVERY`` seconds and one at the end
+(append-only, one write per line), so a crawl can be charted afterwards (``report``) and
+``status`` can tell whether the frontier is running away. Columns (TAB-separated):
+
+    time  unix  pending  in_flight  crawled  failed  discovered  duplicates  bytes
+    top_pattern  top_pending  rejected
+
+- ``crawled`` counts pages (redirect hops excluded); ``discovered`` counts the distinct URLs the
+  frontier took in (pending, in flight, crawled, failed, redirect hops);
+- ``duplicates`` is the number of lines of duplicates.txt (same text, or canonical variants);
+- ``bytes`` is the body bytes recorded in crawled.txt;
+- ``top_pattern`` / ``top_pending``: the most common URL pattern (``census.pattern``) among
+  pending URLs and how many pending URLs have it;
+- ``rejected``: refusals so far by reason, ``reason=count;reason=count`` (``-`` when none).
+
+Everything is read incrementally from the append-only files, so a sample costs what was
+appended since the last one, not the size of the crawl.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from .census import Sample, pattern, trap_alarm
+from .records import is_data, utc_stamp
+
+STATS = "stats.txt"
+STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
+                "\ttop_pattern\ttop_pending\trejected\n")
+STATS_EVERY = 2.0
+MAX_PATTERNS = 20000   # distinct patterns tracked; the rest count as "(other)" so memory stays bounded
+
+
+class _Tail:
+    """Reads the lines appended to one file since the last call; starts over if it is replaced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = 0
+        self.ino: int | None = None
+        self.replaced = False
+
+    def lines(self) -> Iterator[str]:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        self.replaced = self.ino is not None and st.st_ino != self.ino
+        if self.replaced or st.st_size < self.pos:
+            self.pos = 0
+        self.ino = st.st_ino
+        if st.st_size == self.pos:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self.pos)
+            data = f.read(st.st_size - self.pos)
+        cut = data.rfind(b"\n") + 1    # a line still being written waits for the next call
+        self.pos += cut
+        for raw in data[:cut].splitlines():
+            yield raw.decode("utf-8", "replace")
+
+
+@dataclass
+class Census:
+    """URL patterns of the pending queue, kept up to date from queue.txt and the claim journal."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, url: str, n: int) -> None:
+        p = pattern(url)
+        if p not in self.counts and len(self.counts) >= MAX_PATTERNS:
+            p = "(other)"
+        c = self.counts.get(p, 0) + n
+        if c > 0:
+            self.counts[p] = c
+        else:
+            self.counts.pop(p, None)
+
+    def top(self, n: int = 1) -> list[tuple[str, int]]:
+        return sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+class StatsRecorder:
+    """The parent's sampler: call ``sample(counts)`` now and then; it appends to stats.txt."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.bytes = 0
+        self.duplicates = 0
+        self.rejected: dict[str, int] = {}
+        self.census = Census()
+        self.history: list[Sample] = []
+        self._tails = {name: _Tail(self.folder / name) for name in
+                       ("crawled.txt", "rejected.txt", "duplicates.txt", "queue.txt", "claims.txt")}
+
+    def _read(self) -> None:
+        for line in self._tails["crawled.txt"].lines():
+            if is_data(line):
+                f = line.split("\t", 4)
+                if len(f) > 3 and f[3].isdigit():
+                    self.bytes += int(f[3])
+        for line in self._tails["rejected.txt"].lines():
+            if is_data(line):
+                f = line.split("\t", 2)
+                reason = f[1].strip() if len(f) > 1 else "-"
+                if reason.startswith("bad queue line") or ".txt:" in reason:
+                    reason = "bad line"
+                self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        self.duplicates += sum(1 for line in self._tails["duplicates.txt"].lines() if is_data(line))
+        queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
+        new_queue = list(queue.lines())
+        if queue.replaced:   # folded or recovered: the file holds exactly the pending lines
+            self.census = Census()
+            claims.pos, claims.ino = 0, None
+        for line in new_queue:
+            if is_data(line) and line.startswith(("http://", "https://")):
+                self.census.add(line.split("\t", 1)[0].strip(), 1)
+        for rec in claims.lines():
+            if rec.startswith("C\t"):
+                f = rec.split("\t", 6)
+                if len(f) > 5:
+                    self.census.add(f[5].strip(), -1)
+
+    def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
+               rejected_claims: int = 0, when: float | None = None) -> str:
+        """Append one line to stats.txt and return it; also feeds the trap alarm."""
+        import time
+
+        self._read()
+        now = time.time() if when is None else when
+        top = self.census.top(1)
+        top_pattern, top_pending = top[0] if top else ("-", 0)
+        discovered = pending + in_flight + crawled + hops + failed + rejected_claims
+        rejected = ";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())) or "-"
+        line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
+                f"{discovered}\t{self.duplicates}\t{self.bytes}\t{top_pattern}\t{top_pending}\t{rejected}\n")
+        path = self.folder / STATS
+        from .store import append_text
+        if not path.exists():
+            append_text(path, STATS_HEADER)
+        append_text(path, line)
+        self.history = (self.history + [Sample(pending, top_pattern, top_pending)])[-20:]
+        return line
+
+    def alarm(self) -> str | None:
+        return trap_alarm(self.history)
+
+
+@dataclass(frozen=True)
+class StatsRow:
+    """One line of stats.txt."""
+
+    unix: float
+    pending: int = 0
+    in_flight: int = 0
+    crawled: int = 0
+    failed: int = 0
+    discovered: int = 0
+    duplicates: int = 0
+    bytes: int = 0
+    top_pattern: str = "-"
+    top_pending: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+def parse_stats_line(line: str) -> StatsRow | None:
+    """A stats.txt line, or None for a comment or a line that is not one (torn, hand-edited).
+
+    The first nine columns are required; the pattern and rejection columns may be missing."""
+    if not is_data(line):
+        return None
+    f = line.lstrip("\ufeff").rstrip("\r\n").split("\t")
+    if len(f) < 9:
+        return None
+    try:
+        unix = float(f[1])
+        counts = [int(x) for x in f[2:9]]
+    except ValueError:
+        return None
+    top_pending = int(f[10]) if len(f) > 10 and f[10].strip().isdigit() else 0   # a torn tail is fine
+    if not math.isfinite(unix) or min(counts) < 0 or top_pending < 0:
+        return None
+    rejected: dict[str, int] = {}
+    if len(f) > 11 and f[11].strip() not in ("", "-"):
+        for part in f[11].split(";"):
+            k, _, v = part.rpartition("=")
+            if k and v.isdigit():
+                rejected[k] = int(v)
+    pending, in_flight, crawled, failed, discovered, duplicates, size = counts
+    return StatsRow(unix, pending, in_flight, crawled, failed, discovered, duplicates, size,
+                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected)
+
+
+def read_stats(folder: Path, last: int | None = None) -> list[StatsRow]:
+    """The rows of stats.txt (only the last ``last`` when given), skipping lines that do not parse."""
+    path = Path(folder) / STATS
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return []
+    if last is not None:
+        lines = lines[-last:]
+    return [r for r in (parse_stats_line(x) for x in lines) if r is not None]
+
+
+def discovery_ratio(a: StatsRow, b: StatsRow) -> float | None:
+    """New URLs per fetched page between two samples (None when nothing was fetched)."""
+    fetched = (b.crawled + b.failed) - (a.crawled + a.failed)
+    return (b.discovered - a.discovered) / fetched if fetched > 0 else None
+
+
+def alarm_from_rows(rows: list[StatsRow]) -> str | None:
+    return trap_alarm([Sample(r.pending, r.top_pattern, r.top_pending) for r in rows])
