@@ -20,6 +20,7 @@ queue grows. Items claimed by another process are dropped lazily (``live``).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 from array import array
@@ -81,6 +82,14 @@ class _Bucket:
     def __len__(self) -> int:
         return len(self.items) - self.head
 
+    def add(self, seq: int) -> None:
+        """Keep seq order: appended normally; a retry that comes due late is inserted in place."""
+        items = self.items
+        if len(items) == self.head or seq > items[-1]:
+            items.append(seq)
+        else:
+            items.insert(bisect.bisect_left(items, seq, self.head), seq)
+
     def peek(self, lifo: bool) -> int:
         return self.items[-1] if lifo else self.items[self.head]
 
@@ -108,14 +117,15 @@ class Frontier:
         return sum(len(b) for buckets in self._hosts.values() for b in buckets.values())
 
     def push(self, host: str, score: int, seq: int) -> None:
-        """Add an item; ``seq`` must grow with each push (insertion order)."""
+        """Add an item; ``seq`` is its place in insertion order (usually the largest yet; a
+        retry that comes due later keeps its old place)."""
         buckets = self._hosts.get(host)
         if buckets is None:
             buckets = self._hosts[host] = {}
         bucket = buckets.get(score)
         if bucket is None:
             bucket = buckets[score] = _Bucket()
-        bucket.items.append(seq)
+        bucket.add(seq)
         key = (score, -seq if self.lifo else seq)
         best = self._best.get(host)
         if best is None or key < best:

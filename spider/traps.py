@@ -130,7 +130,7 @@ class TrapRules:
         if self.query_params is not None and len(params) > self.query_params:
             return "query-params"
         if (self.calendar is not None or self.calendar_past is not None) and \
-                _beyond(path + "?" + query, query, today, self.calendar, self.calendar_past):
+                _beyond(path.partition("/")[2] + "?" + query, query, today, self.calendar, self.calendar_past):
             return "calendar"
         return None
 

@@ -363,3 +363,167 @@ def test_recovery_of_any_files_never_raises_and_leaves_parseable_files(queue, cr
         assert [x for x in (folder / CLAIMS).read_text().splitlines() if not x.startswith("#")] == []
         store = FileStore(folder, owner=1).open()       # and the store opens on what recovery left
         assert store.refresh().in_flight == 0
+
+
+# -- the contract: crawl order (spider/order.py), both stores ----------------------------------------
+
+from spider.order import Order  # noqa: E402
+
+
+@pytest.fixture(params=["file", "memory"])
+def make_ordered_store(request, tmp_path):
+    """Like ``make_store``, with an ``Order``: each test runs against both stores."""
+    def make(order: Order, owner: int = 1):
+        if request.param == "memory":
+            return MemoryStore(owner=owner, order=order)
+        return FileStore(tmp_path, owner=owner, order=order).open()
+    return make
+
+
+def claim_urls(store, n: int = 100, now: float = 0.0, delay_for=no_delay) -> list[str]:
+    return [c.url for c in store.claim(n, now, delay_for).claims]
+
+
+def one_by_one(store, now: float = 0.0) -> list[str]:
+    out = []
+    while True:
+        got = claim_urls(store, 1, now)
+        if not got:
+            return out
+        out += got
+
+
+def test_bfs_claims_shallow_first_then_fifo(make_ordered_store):
+    s = make_ordered_store(Order("bfs"))
+    s.add([QueueEntry(A + "d2a", 2), QueueEntry(A + "d1a", 1), QueueEntry(A + "d0", 0),
+           QueueEntry(A + "d1b", 1), QueueEntry(B + "d1c", 1), QueueEntry(A + "d2b", 2)])
+    assert one_by_one(s) == [A + "d0", A + "d1a", A + "d1b", B + "d1c", A + "d2a", A + "d2b"]
+
+
+def test_bfs_one_claim_call_takes_several_in_order(make_ordered_store):
+    s = make_ordered_store(Order("bfs"))
+    s.add([QueueEntry(A + "x", 3), QueueEntry(A + "y", 1), QueueEntry(A + "z", 2)])
+    assert claim_urls(s, 2) == [A + "y", A + "z"]
+    s.add([QueueEntry(A + "w", 0)])                        # a shallower URL added later goes first
+    assert claim_urls(s, 5) == [A + "w", A + "x"]
+
+
+def test_dfs_claims_newest_first(make_ordered_store):
+    s = make_ordered_store(Order("dfs"))
+    s.add([QueueEntry(A + "1", 0), QueueEntry(A + "2", 1), QueueEntry(B + "3", 2)])
+    assert claim_urls(s, 1) == [B + "3"]
+    s.add([QueueEntry(A + "4", 3), QueueEntry(A + "5", 3)])
+    assert claim_urls(s, 1) == [A + "5"]
+    assert one_by_one(s) == [A + "4", A + "2", A + "1"]
+
+
+def test_best_claims_preferred_first_then_by_score(make_ordered_store):
+    s = make_ordered_store(Order("best", prefer=("/detail/",), defer=("/old/",)))
+    s.add([QueueEntry(A + "list/1", 1),          # 10
+           QueueEntry(A + "old/1", 0),           # 100
+           QueueEntry(A + "detail/1", 3),        # -20
+           QueueEntry(A + "list/2", 2),          # 20
+           QueueEntry(A + "detail/2", 6),        # 10: ties with list/1, which came first
+           QueueEntry(A + "detail/3", 1)])       # -40
+    assert one_by_one(s) == [A + "detail/3", A + "detail/1", A + "list/1", A + "detail/2",
+                             A + "list/2", A + "old/1"]
+
+
+def test_order_goes_to_a_ready_host_before_a_waiting_hosts_better_url(make_ordered_store):
+    s = make_ordered_store(Order("best", prefer=("/detail/",)))
+    s.add([QueueEntry(A + "detail/1", 1), QueueEntry(A + "detail/2", 1), QueueEntry(B + "list", 4)])
+    assert claim_urls(s, 1, 10.0, one_second) == [A + "detail/1"]
+    r = s.claim(1, 10.5, one_second)                        # a.test waits until 11.0
+    assert [c.url for c in r.claims] == [B + "list"]
+    r = s.claim(1, 10.6, one_second)
+    assert r.claims == [] and r.wait_until == pytest.approx(11.0)
+    assert claim_urls(s, 1, 11.0, one_second) == [A + "detail/2"]
+
+
+def test_a_retry_is_not_claimed_before_its_time(make_ordered_store):
+    s = make_ordered_store(Order("bfs"))
+    s.add([QueueEntry(A + "1", 0)])
+    [claim] = s.claim(1, 10.0, no_delay).claims
+    s.settle(claim, "retry", requeue=QueueEntry(A + "1", 0, 1, 20.0))
+    s.add([QueueEntry(A + "deep", 4)])
+    assert claim_urls(s, 5, 15.0) == [A + "deep"]           # the deeper URL goes; the retry waits
+    r = s.claim(5, 19.999, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(20.0) and not r.finished
+    [again] = s.claim(5, 20.0, no_delay).claims
+    assert (again.url, again.entry.attempts) == (A + "1", 1)
+
+
+def test_a_retry_waits_for_the_later_of_its_time_and_its_host(make_ordered_store):
+    s = make_ordered_store(Order("best"))
+    s.add([QueueEntry(A + "1", 0)])
+    [claim] = s.claim(1, 10.0, no_delay).claims
+    s.settle(claim, "retry", requeue=QueueEntry(A + "1", 0, 1, 20.0))
+    s.reserve_host("a.test", 30.0)                          # e.g. a 503 backed the host off
+    r = s.claim(5, 25.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(30.0)
+    r = s.claim(5, 15.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(30.0)
+    assert claim_urls(s, 5, 30.0) == [A + "1"]
+
+
+def test_a_retry_whose_host_is_ready_first_waits_for_its_own_time(make_ordered_store):
+    s = make_ordered_store(Order("dfs"))
+    s.add([QueueEntry(A + "1", 0)])
+    [claim] = s.claim(1, 10.0, one_second).claims           # a.test ready again at 11.0
+    s.settle(claim, "retry", requeue=QueueEntry(A + "1", 0, 1, 20.0))
+    r = s.claim(5, 12.0, one_second)
+    assert r.claims == [] and r.wait_until == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("name,expected", [("bfs", ["1", "2"]), ("dfs", ["2", "1"])])
+def test_a_due_retry_takes_its_place_by_key(make_ordered_store, name: str, expected: list[str]):
+    """The requeued retry line comes before A2 in insertion order (queue.txt offset / counter),
+    so once due, Order.key puts it first for bfs (FIFO) and second for dfs (LIFO)."""
+    s = make_ordered_store(Order(name))
+    s.add([QueueEntry(A + "1", 0)])
+    [claim] = s.claim(1, 10.0, no_delay).claims
+    s.settle(claim, "retry", requeue=QueueEntry(A + "1", 0, 1, 20.0))
+    s.add([QueueEntry(A + "2", 0)])                          # queued after the retry
+    assert claim_urls(s, 5, 20.0) == [A + x for x in expected]
+
+
+def test_file_store_order_holds_across_two_instances(tmp_path: Path):
+    order = Order("best", prefer=("/detail/",))
+    one = FileStore(tmp_path, owner=1, order=order).open()
+    two = FileStore(tmp_path, owner=2, order=order).open()
+    one.add([QueueEntry(A + "list/1", 1), QueueEntry(A + "detail/1", 2),
+             QueueEntry(A + "list/2", 1), QueueEntry(A + "detail/2", 2)])
+    assert claim_urls(one, 1) == [A + "detail/1"]
+    assert claim_urls(two, 1) == [A + "detail/2"]           # not detail/1: one has it
+    two.add([QueueEntry(A + "detail/3", 5)])                 # 0: still better than a list page
+    assert claim_urls(one, 1) == [A + "detail/3"]           # one sees what two appended
+    assert claim_urls(one, 1) == [A + "list/1"]             # not detail/2: two has it
+    assert claim_urls(two, 5) == [A + "list/2"]
+    assert claim_urls(one, 5) == []
+    c = two.refresh()
+    assert (c.pending, c.in_flight, c.in_flight_by_owner) == (0, 5, {1: 3, 2: 2})
+
+
+def test_file_store_instances_never_claim_the_same_line(tmp_path: Path):
+    stores = [FileStore(tmp_path, owner=i, order=Order(name)).open()
+              for i, name in enumerate(["bfs", "dfs", "best"], start=1)]
+    stores[0].add([QueueEntry(A + str(i), i % 4) for i in range(40)])
+    got: list[str] = []
+    turn = 0
+    while True:
+        urls = claim_urls(stores[turn % 3], 1 + turn % 2)
+        if not urls and not claim_urls(stores[(turn + 1) % 3], 3):
+            break
+        got += urls
+        turn += 1
+    got += claim_urls(stores[0], 100)
+    assert sorted(got, key=lambda u: int(u.rsplit("/", 1)[1])) == [A + str(i) for i in range(40)]
+
+
+def test_file_store_order_survives_reopening(tmp_path: Path):
+    order = Order("bfs")
+    s = FileStore(tmp_path, owner=1, order=order).open()
+    s.add([QueueEntry(A + "d2", 2), QueueEntry(A + "d1", 1), QueueEntry(A + "d0", 0)])
+    assert claim_urls(s, 1) == [A + "d0"]
+    fresh = FileStore(tmp_path, owner=2, order=order).open()  # reads queue.txt and the journal
+    assert one_by_one(fresh) == [A + "d1", A + "d2"]
