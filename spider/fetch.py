@@ -5,6 +5,10 @@ requested. One ``requests.Session`` per worker process (connection reuse); conne
 timeouts on every request; the body is streamed and capped after decompression (a gzip bomb stops
 at the cap) and under a total time limit (a server trickling one byte a second cannot hold a worker).
 Non-HTML bodies are not downloaded: the crawler records them but has nothing to parse.
+
+The body is read off the wire undecoded and decoded here (gzip, deflate, br when a bounded brotli
+decoder is installed), each step asked for at most what the cap still allows: the bytes as received
+can go to a WARC file (``spider/warc.py``) while the crawler sees the decoded body as before.
 """
 
 from __future__ import annotations
@@ -14,21 +18,29 @@ import os
 import signal
 import threading
 import time
+import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.util import make_headers
 
 from .config import CrawlConfig
 from .policy import FetchFailure
+from .warc import Exchange, WarcWriter, request_head, response_head
+
+try:   # brotli >= 1.2 can bound its output (output_buffer_limit); an older one could be bombed
+    import brotli
+    _BROTLI = hasattr(brotli.Decompressor(), "can_accept_more_data")
+except ImportError:   # pragma: no cover - depends on what is installed
+    brotli = None
+    _BROTLI = False
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-# What urllib3 can decode here (it only asks for these in Accept-Encoding).
-ACCEPT_ENCODING = make_headers(accept_encoding=True)
-DECODABLE = frozenset({"identity", "gzip", "x-gzip", "deflate"}
-                      | {e.strip() for e in ACCEPT_ENCODING.get("accept-encoding", "").split(",")})
+# What we decode ourselves, and so all we ask for in Accept-Encoding.
+ACCEPT_ENCODING = "gzip, deflate" + (", br" if _BROTLI else "")
+DECODABLE = frozenset({"identity", "gzip", "x-gzip", "deflate"} | ({"br"} if _BROTLI else set()))
+_CHUNK = 65536
 
 
 class _TooSlow(BaseException):   # not an Exception: no handler on the way may swallow it
@@ -66,6 +78,8 @@ class Response:
     location: str | None     # raw Location header of a redirect
     elapsed: float
     retry_after: str | None = None
+    etag: str | None = None            # validators, for conditional requests on recrawl
+    last_modified: str | None = None
 
     @property
     def is_html(self) -> bool:
@@ -90,11 +104,226 @@ def _sniff_html(head: bytes) -> bool:
     return h.startswith((b"<!doctype html", b"<html")) or b"<html" in h or b"<body" in h
 
 
+# ------------------------------------------------------------------------------- content decoding
+
+
+class _Stage(Protocol):
+    def feed(self, data: bytes) -> None: ...
+    def read(self, n: int) -> bytes: ...
+
+
+class _Identity:
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, data: bytes) -> None:
+        self._buf = self._buf + data if self._buf else data
+
+    def read(self, n: int) -> bytes:
+        out, self._buf = (self._buf, b"") if len(self._buf) <= n else (self._buf[:n], self._buf[n:])
+        return out
+
+
+class _Zlib:
+    """gzip (several members, trailing garbage ignored, as urllib3 does) or deflate (zlib-wrapped,
+    or raw as some servers send it). ``read(n)`` returns at most ``n`` bytes: a bomb stays small."""
+
+    def __init__(self, gzip: bool) -> None:
+        self._gzip = gzip
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS if gzip else zlib.MAX_WBITS)
+        self._pending = b""
+        self._first: bytes | None = None if gzip else b""   # deflate: input kept until it decodes
+        self._members = 0
+        self._done = False
+
+    def feed(self, data: bytes) -> None:
+        if not self._done:
+            self._pending += data
+
+    def read(self, n: int) -> bytes:
+        while self._pending and not self._done:
+            data, self._pending = self._pending, b""
+            if self._first is not None:
+                self._first += data
+            try:
+                out = self._d.decompress(data, n)
+            except zlib.error:
+                if not self._recover():
+                    raise
+                continue
+            if out or self._d.eof:
+                self._first = None
+            if self._d.eof:   # the rest is in unused_data (unconsumed_tail may repeat it)
+                self._next_member(self._d.unused_data)
+            else:
+                self._pending = self._d.unconsumed_tail
+            if out:
+                return out
+        return b""
+
+    def _recover(self) -> bool:
+        """After a zlib error: a deflate body that is not zlib-wrapped starts again as raw deflate;
+        a broken later gzip member ends the body (other clients ignore trailing garbage too)."""
+        if self._gzip and self._members:
+            self._pending, self._done = b"", True
+            return True
+        if self._first is None:
+            return False
+        self._d, self._pending, self._first = zlib.decompressobj(-zlib.MAX_WBITS), self._first, None
+        return True
+
+    def _next_member(self, rest: bytes) -> None:
+        """gzip: what follows may be another member, now or in a later chunk. deflate: the end."""
+        self._members += 1
+        if self._gzip:
+            self._d, self._pending = zlib.decompressobj(16 + zlib.MAX_WBITS), rest
+        else:
+            self._pending, self._done = b"", True
+
+
+class _Brotli:
+    def __init__(self) -> None:
+        self._d = brotli.Decompressor()
+        self._pending = b""
+
+    def feed(self, data: bytes) -> None:
+        self._pending += data
+
+    def read(self, n: int) -> bytes:
+        if self._d.is_finished():
+            self._pending = b""
+            return b""
+        if self._d.can_accept_more_data():
+            data, self._pending = self._pending, b""
+            if not data:
+                return b""
+        else:
+            data = b""
+        return self._d.process(data, output_buffer_limit=n)
+
+
+def _stage(encoding: str) -> _Stage:
+    if encoding in ("gzip", "x-gzip"):
+        return _Zlib(gzip=True)
+    if encoding == "deflate":
+        return _Zlib(gzip=False)
+    if encoding == "br":
+        return _Brotli()
+    return _Identity()
+
+
+class _Decoder:
+    """Undo the content codings in reverse order of application (RFC 9110 8.4), each stage pulled
+    for a bounded amount, so no stage ever holds much more than what the caller asked for."""
+
+    def __init__(self, encodings: list[str]) -> None:
+        self._stages = [_Identity()] + [_stage(e) for e in reversed(encodings) if e != "identity"]
+
+    def feed(self, data: bytes) -> None:
+        self._stages[0].feed(data)
+
+    def read(self, n: int) -> bytes:
+        return self._pull(len(self._stages) - 1, n)
+
+    def _pull(self, i: int, n: int) -> bytes:
+        stage = self._stages[i]
+        while True:
+            out = stage.read(n)
+            if out or i == 0:
+                return out
+            more = self._pull(i - 1, _CHUNK)
+            if not more:
+                return b""
+            stage.feed(more)
+
+
+_DECODE_ERRORS: tuple[type[BaseException], ...] = (zlib.error,) + ((brotli.error,) if _BROTLI else ())
+
+
+class _ReadFailure(Exception):
+    """Reading the body ended in ``failure`` (already noted in the WARC exchange)."""
+
+    def __init__(self, failure: FetchFailure) -> None:
+        super().__init__(failure.kind)
+        self.failure = failure
+
+
+class _Body:
+    """A response body read off the wire as received and decoded here: the received bytes go to the
+    WARC exchange, the decoded ones to the crawler. ``raw_cap`` bounds the received bytes too (a
+    stream of empty deflate blocks decodes to nothing for ever)."""
+
+    def __init__(self, r: requests.Response, encodings: list[str], raw_cap: int, ex: Exchange | None) -> None:
+        self._raw = r.raw
+        self._decoder = _Decoder(encodings)
+        self._raw_cap = raw_cap
+        self._ex = ex
+        self._received = 0
+        self._eof = False
+
+    def read(self, n: int) -> bytes | None:
+        """At most about ``n`` decoded bytes; b"" when what came so far decodes to nothing yet,
+        None at the end of the body."""
+        try:
+            out = self._decoder.read(n)
+            if out or self._eof:
+                return out or None
+            chunk = self._raw.read1(_CHUNK, decode_content=False)
+            if not chunk:
+                self._eof = True
+                if self._ex is not None:
+                    self._ex.complete = True
+                return self._decoder.read(n) or None
+            self._keep(chunk)
+            self._decoder.feed(chunk)
+            return self._decoder.read(n)
+        except _ReadFailure:
+            raise
+        except _DECODE_ERRORS as e:
+            raise _ReadFailure(FetchFailure("bad content encoding", False, f"{type(e).__name__}: {e}")) from None
+        except Exception as e:   # requests and urllib3 errors raised from the raw stream
+            failure = failure_of(e)
+            self.cut("time" if failure.kind == "timeout" else "disconnect")
+            raise _ReadFailure(failure) from None
+
+    def cut(self, reason: str) -> None:
+        if self._ex is not None:
+            self._ex.cut(reason)
+
+    def _keep(self, chunk: bytes) -> None:
+        self._received += len(chunk)
+        if self._ex is not None:
+            self._ex.body.append(chunk)
+        if self._received > self._raw_cap:
+            self.cut("length")
+            raise _ReadFailure(FetchFailure("too large", False, f"over {self._raw_cap} bytes received"))
+
+
+def _capture(r: requests.Response, ex: Exchange) -> None:
+    """Note the request as sent and the response head as received, for the WARC records."""
+    req = r.request
+    ex.url = req.url or ex.url
+    ex.request = request_head(req.method or "GET", ex.url, req.headers.items())
+    raw = r.raw
+    original = getattr(raw, "_original_response", None)
+    headers = original.msg.items() if original is not None else raw.headers.items()
+    ex.response = response_head(raw.version or 11, raw.status, raw.reason or "", headers)
+    ex.declared = _int(r.headers.get("Content-Length"))
+    ex.complete = r.status_code in (204, 304) or r.status_code < 200
+    with contextlib.suppress(Exception):
+        ex.ip = raw._connection.sock.getpeername()[0]
+
+
 class Fetcher:
-    def __init__(self, config: CrawlConfig) -> None:
+    """One worker's HTTP client. With ``warc``, every exchange that got a response is also
+    written there (the fetcher owns the writer from then on: ``close`` closes it)."""
+
+    def __init__(self, config: CrawlConfig, warc: WarcWriter | None = None) -> None:
         self.config = config
+        self.warc = warc
         self.session = requests.Session()
         self.session.headers.update({"User-Agent": config.user_agent,
+                                     "Accept-Encoding": ACCEPT_ENCODING,
                                      "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"})
         adapter = HTTPAdapter(pool_connections=64, pool_maxsize=4, max_retries=0)
         self.session.mount("http://", adapter)
@@ -103,34 +332,48 @@ class Fetcher:
         # when no proxy is configured there is nothing to honour, so skip that work.
         if not any(k.lower().endswith("_proxy") and v and k.lower() != "no_proxy" for k, v in os.environ.items()):
             self.session.trust_env = False
+        if warc is not None:
+            warc.add_info({"http-header-user-agent": config.user_agent,
+                           "robots": "ignore" if config.ignore_robots else "classic"})
 
     def close(self) -> None:
         self.session.close()
+        if self.warc is not None:
+            self.warc.close()
 
-    def fetch(self, url: str, *, any_type: bool = False, limit: int | None = None) -> Response | FetchFailure:
+    def fetch(self, url: str, *, any_type: bool = False, limit: int | None = None,
+              headers: dict[str, str] | None = None) -> Response | FetchFailure:
         """One request. ``--max-time`` bounds all of it, headers included: a server sending its
         headers a byte at a time stays under the read timeout, so a timer interrupts it.
 
         ``any_type`` downloads the body whatever its type (robots.txt, sitemaps), and ``limit``
         keeps only that many bytes of it instead of failing (RFC 9309 parses the first 500 KiB).
+        The WARC records are written after the timer is off: it must not cut a record in two.
         """
+        ex = Exchange(url) if self.warc is not None else None
         with _deadline(self.config.max_time):
             try:
-                return self._fetch(url, any_type, limit)
+                result = self._fetch(url, any_type, limit, headers, ex)
             except _TooSlow:
-                return FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
+                result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
+        if ex is not None and self.warc is not None:
+            self.warc.write(ex)
+        return result
 
-    def _fetch(self, url: str, any_type: bool = False, limit: int | None = None) -> Response | FetchFailure:
+    def _fetch(self, url: str, any_type: bool = False, limit: int | None = None,
+               headers: dict[str, str] | None = None, ex: Exchange | None = None) -> Response | FetchFailure:
         cfg = self.config
         start = time.monotonic()
         try:
-            r = self.session.get(url, allow_redirects=False, stream=True,
+            r = self.session.get(url, allow_redirects=False, stream=True, headers=headers,
                                  timeout=(cfg.connect_timeout, cfg.read_timeout))
         except requests.RequestException as e:
             return failure_of(e)
         except (UnicodeError, ValueError) as e:   # e.g. a Location header that is not UTF-8
             return FetchFailure("invalid response", False, f"{type(e).__name__}: {e}")
         try:
+            if ex is not None:
+                _capture(r, ex)
             encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
             if any(e not in DECODABLE for e in encodings):
                 return FetchFailure("unsupported content encoding", False, ",".join(encodings))
@@ -140,54 +383,74 @@ class Fetcher:
             retry_after = r.headers.get("Retry-After")
             body = b""
             size = declared or 0
+            cap = cfg.max_bytes if limit is None else limit
+            # received bytes: generous, since decoding lags a chunk behind; only a stream that
+            # decodes to (almost) nothing can reach it
+            reader = _Body(r, encodings, 2 * max(cfg.max_bytes, cap) + _CHUNK, ex)
             if 200 <= r.status_code < 300 and not media and not any_type:
                 # No Content-Type: look at the first bytes only; a non-HTML body is not downloaded.
-                head = r.raw.read1(4096, decode_content=True)
+                head = self._head(reader)
                 if not _sniff_html(head):
                     return Response(r.url or url, r.status_code, "", charset, b"", declared or len(head),
                                     location, time.monotonic() - start, retry_after)
                 media = "text/html"
-                got = self._read_body(r, start, limit, head)
+                got = self._read_body(reader, start, limit, head)
                 if isinstance(got, FetchFailure):
                     return got
                 body, size = got, len(got)
             elif 200 <= r.status_code < 300 and (media in HTML_TYPES or any_type):
-                got = self._read_body(r, start, limit)
+                got = self._read_body(reader, start, limit)
                 if isinstance(got, FetchFailure):
                     return got
                 body, size = got, len(got)
             return Response(r.url or url, r.status_code, media, charset, body, size, location,
-                            time.monotonic() - start, retry_after)
+                            time.monotonic() - start, retry_after,
+                            r.headers.get("ETag"), r.headers.get("Last-Modified"))
+        except _ReadFailure as e:
+            return e.failure
         except requests.RequestException as e:
             return failure_of(e)
+        except _TooSlow:
+            if ex is not None:
+                ex.cut("time")
+            raise
         finally:
+            if ex is not None:
+                ex.cut("unspecified")   # the crawler did not read it all (if a reason is not noted yet)
             r.close()
 
-    def _read_body(self, r: requests.Response, start: float, limit: int | None = None,
+    @staticmethod
+    def _head(reader: _Body) -> bytes:
+        """The first decoded bytes of a body (up to 4 KiB), for sniffing."""
+        while True:
+            piece = reader.read(4096)
+            if piece is None or piece:
+                return piece or b""
+
+    def _read_body(self, reader: _Body, start: float, limit: int | None = None,
                    head: bytes = b"") -> bytes | FetchFailure:
+        """The decoded body, at most ``limit`` bytes (cut there), else at most --max-bytes (over
+        that: too large). Each read asks for one byte more than the cap allows, to see it pass."""
         cfg = self.config
-        raw = r.raw
+        cap = cfg.max_bytes if limit is None else limit
         chunks: list[bytes] = [head] if head else []
         total = len(head)
         try:
-            while True:
-                chunk = raw.read1(65536, decode_content=True)
-                if not chunk:
-                    break
-                total += len(chunk)
-                if limit is not None and total >= limit:
-                    chunks.append(chunk)
-                    return b"".join(chunks)[:limit]
-                if limit is None and total > cfg.max_bytes:
-                    return FetchFailure("too large", False, f"body over {cfg.max_bytes} bytes")
-                chunks.append(chunk)
+            while total <= cap:
+                piece = reader.read(cap - total + 1)
+                if piece is None:
+                    return b"".join(chunks)
+                total += len(piece)
+                chunks.append(piece)
                 if time.monotonic() - start > cfg.max_time:
+                    reader.cut("time")
                     return FetchFailure("too slow", False, f"response took over {cfg.max_time:g} s")
-        except requests.RequestException as e:
-            return failure_of(e)
-        except Exception as e:   # urllib3 errors raised from the raw stream
-            return failure_of(e)
-        return b"".join(chunks)
+        except _ReadFailure as e:
+            return e.failure
+        reader.cut("length")
+        if limit is not None:
+            return b"".join(chunks)[:limit]
+        return FetchFailure("too large", False, f"body over {cfg.max_bytes} bytes")
 
 
 def _int(value: str | None) -> int | None:
