@@ -1,4 +1,4 @@
-"""The command line: ``crawl``, ``status``, ``report`` and ``demo``. Thin: it validates, builds the frozen
+"""The command line: ``crawl``, ``recrawl``, ``seed``, ``status``, ``report``, ``export`` and ``demo``. Thin: it validates, builds the frozen
 config and hands over. User mistakes become one ``Error: ...`` line here (exit 1), or a usage
 error (exit 2); never a traceback."""
 
@@ -69,51 +69,73 @@ def main() -> None:
     """
 
 
+def crawl_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by ``crawl`` and ``recrawl`` (saved in settings.txt unless said)."""
+    for option in reversed(CRAWL_OPTIONS):
+        f = option(f)
+    return f
+
+
+CRAWL_OPTIONS = [
+    click.option("--workers", type=click.IntRange(1, 256), help="Worker processes.  [default: 4]"),
+    click.option("--delay", type=click.FloatRange(min=0), metavar="SECONDS",
+                 help="Minimum gap between two requests to one host, across all workers.  [default: 1.0]"),
+    click.option("--max-depth", type=click.IntRange(min=0), help="Links deeper than this are refused.  [default: 5]"),
+    click.option("--max-pages", type=click.IntRange(min=1),
+                 help="Stop after this many URLs are completed (crawled or failed), all runs together."),
+    click.option("--scope", type=click.Choice(SCOPES), help="host, domain or prefix of the start URLs.  [default: host]"),
+    click.option("--allow", multiple=True, metavar="REGEX", help="Only follow URLs matching one of these (repeatable)."),
+    click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching one of these (repeatable)."),
+    click.option("--user-agent", metavar="TEXT", help=f"User-Agent header.  [default: {settings.DEFAULT_USER_AGENT}]"),
+    click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                 help="[default: 5]"),
+    click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                 help="[default: 10]"),
+    click.option("--max-time", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                 help="Total time allowed for one response.  [default: 30]"),
+    click.option("--max-bytes", type=click.IntRange(min=1), help="Body size cap, after decompression.  [default: 10 MiB]"),
+    click.option("--max-attempts", type=click.IntRange(min=1), help="Attempts for transient failures.  [default: 3]"),
+    click.option("--max-redirects", type=click.IntRange(min=0), help="[default: 10]"),
+    click.option("--max-links", type=click.IntRange(min=0), help="Links taken from one page.  [default: 5000]"),
+    click.option("--max-pages-per-host", type=click.IntRange(min=1),
+                 help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget')."),
+    click.option("--max-delay", type=click.FloatRange(min=0), metavar="SECONDS",
+                 help="Cap for robots.txt Crawl-delay and for backing off after 429/503.  [default: 60]"),
+    click.option("--ignore-robots/--obey-robots", default=None,
+                 help="Do not fetch or obey robots.txt (a warning is printed).  [default: obey]"),
+    click.option("--follow-nofollow/--no-follow-nofollow", default=None,
+                 help="Follow rel=nofollow links and links of meta robots nofollow pages.  [default: no]"),
+    click.option("--auto-throttle/--no-auto-throttle", default=None,
+                 help="Each host's delay follows its latency, within [--delay, --max-delay].  [default: off]"),
+    click.option("--confirm-404/--no-confirm-404", default=None,
+                 help="Try a 404 once more later before failing it.  [default: off]"),
+    click.option("--order", type=click.Choice(ORDERS),
+                 help="What to fetch next: bfs (shallow first), dfs (newest first) or best (score).  [default: bfs]"),
+    click.option("--prefer", multiple=True, metavar="REGEX",
+                 help="--order best: URLs matching this go earlier (-50, five levels of depth; repeatable)."),
+    click.option("--defer", multiple=True, metavar="REGEX",
+                 help="--order best: URLs matching this go later (+100; repeatable)."),
+    click.option("--trap", "traps", multiple=True, metavar="RULE=VALUE",
+                 help="Tune or turn off (RULE=off) a trap rule: " + ", ".join(TRAP_RULES) + " (repeatable; see README)."),
+    click.option("--no-traps/--traps", "no_traps", default=None,
+                 help="Turn every trap rule off (--trap may turn some back on).  [default: on]"),
+    click.option("--recrawl-min", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                 help="A page is checked at most this often by recrawl.  [default: 3600]"),
+    click.option("--recrawl-max", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                 help="... and at least this often.  [default: 2592000 (30 days)]"),
+    click.option("--warc/--no-warc", default=None,
+                 help="Keep every response as received in warc/*.warc.gz (WARC 1.1).  [default: off]"),
+    click.option("--sitemaps", "use_sitemaps", is_flag=True, default=False,
+                 help="This run: first queue the URLs of the in-scope hosts' sitemaps (not saved)."),
+    click.option("--discover", multiple=True, metavar="REGEX",
+                 help="This run: fetch only seeds and URLs matching REGEX (listing pages); leave the rest pending (not saved; repeatable)."),
+]
+
+
 @main.command()
 @click.argument("name")
 @click.argument("start_urls", nargs=-1, metavar="[START_URL]...")
-@click.option("--workers", type=click.IntRange(1, 256), help="Worker processes.  [default: 4]")
-@click.option("--delay", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Minimum gap between two requests to one host, across all workers.  [default: 1.0]")
-@click.option("--max-depth", type=click.IntRange(min=0), help="Links deeper than this are refused.  [default: 5]")
-@click.option("--max-pages", type=click.IntRange(min=1),
-              help="Stop after this many URLs are completed (crawled or failed), all runs together.")
-@click.option("--scope", type=click.Choice(SCOPES), help="host, domain or prefix of the start URLs.  [default: host]")
-@click.option("--allow", multiple=True, metavar="REGEX", help="Only follow URLs matching one of these (repeatable).")
-@click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching one of these (repeatable).")
-@click.option("--user-agent", metavar="TEXT", help=f"User-Agent header.  [default: {settings.DEFAULT_USER_AGENT}]")
-@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="[default: 5]")
-@click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="[default: 10]")
-@click.option("--max-time", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Total time allowed for one response.  [default: 30]")
-@click.option("--max-bytes", type=click.IntRange(min=1), help="Body size cap, after decompression.  [default: 10 MiB]")
-@click.option("--max-attempts", type=click.IntRange(min=1), help="Attempts for transient failures.  [default: 3]")
-@click.option("--max-redirects", type=click.IntRange(min=0), help="[default: 10]")
-@click.option("--max-links", type=click.IntRange(min=0), help="Links taken from one page.  [default: 5000]")
-@click.option("--max-pages-per-host", type=click.IntRange(min=1),
-              help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget').")
-@click.option("--max-delay", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Cap for robots.txt Crawl-delay and for backing off after 429/503.  [default: 60]")
-@click.option("--ignore-robots/--obey-robots", default=None,
-              help="Do not fetch or obey robots.txt (a warning is printed).  [default: obey]")
-@click.option("--follow-nofollow/--no-follow-nofollow", default=None,
-              help="Follow rel=nofollow links and links of meta robots nofollow pages.  [default: no]")
-@click.option("--auto-throttle/--no-auto-throttle", default=None,
-              help="Each host's delay follows its latency, within [--delay, --max-delay].  [default: off]")
-@click.option("--confirm-404/--no-confirm-404", default=None,
-              help="Try a 404 once more later before failing it.  [default: off]")
-@click.option("--order", type=click.Choice(ORDERS),
-              help="What to fetch next: bfs (shallow first), dfs (newest first) or best (score).  [default: bfs]")
-@click.option("--prefer", multiple=True, metavar="REGEX",
-              help="--order best: URLs matching this go earlier (-50, five levels of depth; repeatable).")
-@click.option("--defer", multiple=True, metavar="REGEX",
-              help="--order best: URLs matching this go later (+100; repeatable).")
-@click.option("--trap", "traps", multiple=True, metavar="RULE=VALUE",
-              help="Tune or turn off (RULE=off) a trap rule: " + ", ".join(TRAP_RULES) + " (repeatable; see README).")
-@click.option("--no-traps/--traps", "no_traps", default=None,
-              help="Turn every trap rule off (--trap may turn some back on).  [default: on]")
+@crawl_options
 @projects_dir_option
 def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options: Any) -> None:
     """Crawl from START_URLs into the project folder NAME, or resume NAME's crawl.
@@ -122,29 +144,110 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options:
     resume after Ctrl-C, a crash or kill -9; START_URLs given then are added as seeds. Options
     given on resume override the saved settings and are saved.
     """
+    _crawl(name, start_urls, projects_dir, options)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--all", "everything", is_flag=True, help="Check every crawled page now, due or not.")
+@crawl_options
+@projects_dir_option
+def recrawl(name: str, everything: bool, projects_dir: Path, **options: Any) -> None:
+    """Fetch again the crawled pages of NAME that are due (or --all), with conditional requests.
+
+    Same workers, politeness and options as crawl. A 304 costs no parse; a changed page's new
+    links are crawled too; 404/410 marks a page removed (removed.txt). See checks.txt."""
     folder = project_folder(projects_dir, name)
-    seeds = parse_start_urls(start_urls)
+    if not (folder / settings.SETTINGS).exists():
+        raise click.ClickException(f"no project named {name!r} in {projects_dir}")
+    _crawl(name, (), projects_dir, options, recheck="all" if everything else "due")
+
+
+@main.command()
+@click.argument("name")
+@projects_dir_option
+def seed(name: str, projects_dir: Path) -> None:
+    """Queue the URLs of NAME's in-scope sitemaps (robots.txt Sitemap: lines, else /sitemap.xml)."""
+    folder = project_folder(projects_dir, name)
+    if not (folder / settings.SETTINGS).exists():
+        raise click.ClickException(f"no project named {name!r} in {projects_dir}")
+    try:
+        code = Crawl(folder, _config(folder, (), {})).run(seed_only=True)
+    except (CrawlError, StoreError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), required=True)
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Where to write the records.  [default: standard output]")
+@projects_dir_option
+def export(name: str, fmt: str, output: Path | None, projects_dir: Path) -> None:
+    """Write one record per page (url, status, title, state ...) as JSON lines or CSV."""
+    from .export import Skipped, export as write_export
+
+    folder = project_folder(projects_dir, name)
+    if not (folder / settings.SETTINGS).exists():
+        raise click.ClickException(f"no project named {name!r} in {projects_dir}")
+    if output is not None and not output.parent.is_dir():
+        raise click.ClickException(f"cannot write {output}: folder {output.parent} does not exist")
+    skipped = Skipped()
+    try:
+        if output is None:
+            stream = click.get_text_stream("stdout", encoding="utf-8")
+            try:
+                write_export(folder, fmt, stream, skipped)
+                stream.flush()
+            except BrokenPipeError:   # `export ... | head`: the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        else:
+            import io
+            from .store import atomic_write
+            buf = io.StringIO()
+            n = write_export(folder, fmt, buf, skipped)
+            atomic_write(output, buf.getvalue())
+            click.echo(f"{n} records written to {output}", err=True)
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
+    if skipped:
+        click.echo(skipped.message(), err=True)
+
+
+def _config(folder: Path, seeds: tuple[str, ...], options: dict[str, Any]) -> CrawlConfig:
+    """Defaults, then the project's settings.txt, then the options given now."""
     exists = (folder / settings.SETTINGS).exists()
-    if not exists and not seeds:
-        raise click.UsageError(f"project {name!r} does not exist in {projects_dir}: "
-                               "give at least one START_URL to create it")
     given = {k: (v if v != () else None) for k, v in options.items()}
     try:
         saved = settings.load(folder) if exists else {}
         old_seeds = tuple(saved.get("seeds", ()))
         given["seeds"] = old_seeds + tuple(s for s in seeds if s not in old_seeds)
-        config = settings.build(saved, given)
+        return settings.build(saved, given)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    run(folder, config, seeds)
+
+
+def _crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: dict[str, Any],
+           recheck: str | None = None) -> None:
+    folder = project_folder(projects_dir, name)
+    seeds = parse_start_urls(start_urls)
+    if not (folder / settings.SETTINGS).exists() and not seeds:
+        raise click.UsageError(f"project {name!r} does not exist in {projects_dir}: "
+                               "give at least one START_URL to create it")
+    sitemaps = bool(options.pop("use_sitemaps", False))
+    config = _config(folder, seeds, options)
+    run(folder, config, seeds, recheck=recheck, sitemaps=sitemaps)
 
 
 def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
-        after: Callable[[], None] | None = None) -> None:
+        after: Callable[[], None] | None = None, recheck: str | None = None, sitemaps: bool = False) -> None:
     """Create or update the project folder, then crawl; exit with the crawl's code."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        code = Crawl(folder, config, seeds=seeds).run()
+        code = Crawl(folder, config, seeds=seeds, recheck=recheck, sitemaps=sitemaps).run()
     except (CrawlError, StoreError) as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:

@@ -52,6 +52,10 @@ class CrawlConfig:
     defer: tuple[str, ...] = ()    # --order best: URLs matching these go later
     traps: tuple[str, ...] = ()    # trap rule overrides, NAME=VALUE (spider/traps.py)
     no_traps: bool = False         # every trap rule off (overrides may turn some back on)
+    recrawl_min: float = 3600.0    # a page is checked at most this often (seconds) ...
+    recrawl_max: float = 30 * 86400.0   # ... and at least this often
+    warc: bool = False             # keep every response as received in warc/*.warc.gz
+    discover: tuple[str, ...] = () # this run only: fetch seeds and URLs matching these (not saved)
     demo: bool = False
 
     def key(self) -> str:
@@ -61,6 +65,7 @@ class CrawlConfig:
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+RUN_ONLY = ("discover",)   # options of one run, never saved
 _MULTI = {"seeds": "seed", "allow": "allow", "deny": "deny", "prefer": "prefer", "defer": "defer",
           "traps": "trap"}
 
@@ -119,6 +124,8 @@ def save(folder: Path, config: CrawlConfig) -> None:
 
     lines = ["# spider settings for this project: edit while no crawl runs, or pass options on resume\n"]
     for name, value in asdict(config).items():
+        if name in RUN_ONLY:
+            continue
         if name in _MULTI:
             lines += [f"{_MULTI[name]} = {v}\n" for v in value]
         else:
@@ -171,6 +178,8 @@ def check(cfg: CrawlConfig) -> None:
     for what, limit in (("max_pages", cfg.max_pages), ("max_pages_per_host", cfg.max_pages_per_host)):
         if limit is not None and limit < 1:
             raise ValueError(f"{what} must be at least 1")
+    if not (0 < cfg.recrawl_min <= cfg.recrawl_max) or not math.isfinite(cfg.recrawl_max):
+        raise ValueError("recrawl_min must be positive and not above recrawl_max")
     if cfg.max_delay < cfg.delay:
         raise ValueError(f"max_delay ({cfg.max_delay:g}) must not be below delay ({cfg.delay:g})")
     from .urls import normalize
@@ -180,7 +189,7 @@ def check(cfg: CrawlConfig) -> None:
                 raise ValueError("not in normalised form")
         except ValueError as e:
             raise ValueError(f"bad seed {seed!r}: {e}") from None
-    for pattern in cfg.allow + cfg.deny + cfg.prefer + cfg.defer:
+    for pattern in cfg.allow + cfg.deny + cfg.prefer + cfg.defer + cfg.discover:
         try:
             re.compile(pattern)
         except re.error as e:

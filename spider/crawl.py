@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import select
 import signal
 import sys
@@ -27,6 +28,7 @@ from filelock import FileLock, Timeout
 from . import config as settings
 from .config import CrawlConfig
 from .records import QueueEntry, is_data, utc_stamp
+from . import recrawl
 from .order import Order
 from .scope import Admission
 from .stats import STATS_EVERY, StatsRecorder
@@ -69,8 +71,11 @@ class Crawl:
     """One run of ``crawl NAME``: owns the workers and the terminal output."""
 
     def __init__(self, folder: Path, config: CrawlConfig, *, seeds: tuple[str, ...] = (),
-                 out: TextIO = sys.stderr, status_every: float | None = None) -> None:
+                 out: TextIO = sys.stderr, status_every: float | None = None,
+                 recheck: str | None = None, sitemaps: bool = False) -> None:
         self.folder = Path(folder)
+        self.recheck = recheck       # "due" or "all": a recrawl run queues crawled pages to check
+        self.sitemaps = sitemaps     # seed from the in-scope hosts' sitemaps before crawling
         self.config = config
         self.new_seeds = seeds
         self.out = out
@@ -83,7 +88,9 @@ class Crawl:
         self.warned: set[str] = set()     # patterns already warned about
 
     # -- the run -------------------------------------------------------------------------------------
-    def run(self) -> int:
+    def run(self, seed_only: bool = False) -> int:
+        """The whole run, under crawl.lock. ``seed_only``: read the sitemaps, queue their URLs,
+        and stop without crawling (the ``seed`` command)."""
         lock = FileLock(str(self.folder / "crawl.lock"), timeout=0)
         try:
             lock.acquire()
@@ -91,7 +98,7 @@ class Crawl:
             raise CrawlError(f"a crawl of this project is already running ({self._running_info()}); "
                              "wait for it or stop it (Ctrl-C) first") from None
         try:
-            return self._run()
+            return self._seed() if seed_only else self._run()
         finally:
             self.stop.close()
             try:
@@ -106,7 +113,17 @@ class Crawl:
         except OSError:
             return "see crawl.lock"
 
-    def _run(self) -> int:
+    def _seed(self) -> int:
+        store = self._open()
+        self._seed_from_sitemaps(store)
+        if store.fold():
+            write_signature(self.folder, self.config.key())
+        c = store.refresh()
+        self._say(f"pending {c.pending}; crawl them with: crawl {self.folder.name}")
+        return EXIT_INTERRUPTED if self.interrupts else EXIT_DONE
+
+    def _open(self) -> FileStore:
+        """Save the settings, mend and recover the files if needed, open the store, queue the seeds."""
         cfg = self.config
         settings.save(self.folder, cfg)   # only now: a refused second crawl must not touch them
         atomic_write(self.folder / RUNNING, f"pid {os.getpid()}\nstarted {utc_stamp()}\nworkers {cfg.workers}\n")
@@ -130,11 +147,23 @@ class Crawl:
             self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
                       "crawl only sites whose owners agree")
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
-                          order=order_of(cfg)).open()
+                          order=order_of(cfg), only=cfg.discover).open()
         self.stats = StatsRecorder(self.folder)
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
+        return store
+
+    def _run(self) -> int:
+        cfg = self.config
+        store = self._open()
+        if self.sitemaps:
+            self._seed_from_sitemaps(store)
+        if self.recheck:
+            self._queue_rechecks(store)
+        elif cfg.discover:   # discovery again: listing pages are fetched anew for new links
+            self._queue_rechecks(store, lambda url: url in cfg.seeds or any(
+                re.search(p, url) for p in cfg.discover))
         started = time.monotonic()
         if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
             self._say(f"--max-pages {cfg.max_pages} already reached in this project; "
@@ -147,12 +176,48 @@ class Crawl:
             if store.fold():
                 write_signature(self.folder, cfg.key())
         self._sample(store.refresh())
+        if code != EXIT_INTERRUPTED or self.interrupts < 2:
+            recrawl.compact_schedule(self.folder)
+        if self.recheck and code == EXIT_DONE and not counts.pending:
+            marked = recrawl.mark_inactive(self.folder, cfg.seeds, time.time())
+            if marked:
+                self._say(f"recrawl: {len(marked)} page(s) no longer linked from anywhere in "
+                          f"{recrawl.INACTIVE_AFTER} recrawls in a row: marked inactive in removed.txt")
         budget = cfg.max_pages is not None and counts.completed >= cfg.max_pages and counts.pending > 0
         summary = Summary(counts.crawled, counts.hops, counts.failed, store.refresh().pending,
                           count_lines(self.folder / "rejected.txt"), time.monotonic() - started,
                           "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"))
         self._finish_line(summary)
+        if cfg.discover and code == EXIT_DONE and summary.pending:
+            self._say(f"discovery done: {summary.pending} URL(s) left pending for the fetch run; "
+                      f"fetch them with: crawl {self.folder.name} (without --discover)")
         return code
+
+    def _queue_rechecks(self, store: FileStore, only: Callable[[str], bool] | None = None) -> None:
+        """A recrawl: queue the crawled pages that are due (or all of them, or those ``only``
+        accepts) as rechecks, once."""
+        pending = {e.url for e in store.pending_entries() if e.kind == "recheck"}
+        pending |= {u for u, q in store.in_flight_lines().items() if q.endswith("\trecheck")}
+        everything = self.recheck == "all" or only is not None
+        due = [(u, d) for u, d in recrawl.due_pages(self.folder, time.time(), everything)
+               if u not in pending and (only is None or only(u))]
+        n = store.requeue(QueueEntry(u, d, 0, 0.0, "-", "recheck") for u, d in due)
+        self._say(f"recrawl: {n} page(s) to check" + (f" ({len(pending)} already queued)" if pending else ""))
+
+    def _seed_from_sitemaps(self, store: FileStore) -> None:
+        """Queue the URLs of the in-scope hosts' sitemaps (spider/sitemaps.py), politely, before
+        any worker starts. Ctrl-C stops it; what was queued stays queued."""
+        from .fetch import Fetcher
+        from .sitemaps import seed_from_sitemaps
+
+        old = signal.signal(signal.SIGINT, self._on_signal)
+        fetcher = Fetcher(self.config, warc=_warc_writer(self.config, self.folder))
+        try:
+            report = seed_from_sitemaps(store, self.config, fetcher, log=self._say, wait=self.stop.wait)
+        finally:
+            fetcher.close()
+            signal.signal(signal.SIGINT, old)
+        self._say(report.line())
 
     def _recover_in_child(self, admit: Callable[[str, int], str | None]) -> Repair:
         """Run ``recover`` in a forked child: its working memory (a pass over a possibly huge
@@ -292,6 +357,14 @@ class Crawl:
         self.out.flush()
 
 
+def _warc_writer(config: CrawlConfig, folder: Path):  # type: ignore[no-untyped-def]
+    """This process's WARC writer when --warc is on (one file per worker at a time)."""
+    if not config.warc:
+        return None
+    from .warc import WarcWriter
+    return WarcWriter.for_worker(Path(folder) / "warc", os.getpid())
+
+
 def order_of(config: CrawlConfig) -> Order:
     return Order(config.order, config.prefer, config.defer)
 
@@ -380,9 +453,12 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, paren
         store.after_fork(os.getpid())
     else:   # a replacement forked after the parent dropped its table builds its own view
         store = FileStore(store.folder, max_pages=config.max_pages,
-                          max_per_host=config.max_pages_per_host, order=order_of(config)).open()
+                          max_per_host=config.max_pages_per_host, order=order_of(config),
+                          only=config.discover).open()
 
-    spider = Spider(config, store, wait=stop.wait)
+    from .fetch import Fetcher
+    spider = Spider(config, store, wait=stop.wait,
+                    fetcher=Fetcher(config, warc=_warc_writer(config, store.folder)))
     try:
         spider.run(lambda: stop.wait(0))
     except StoreError as e:

@@ -105,6 +105,13 @@ class MemoryStore:
             new.append(e)
         return new
 
+    def requeue(self, entries: Iterable[QueueEntry]) -> int:
+        n = 0
+        for e in entries:
+            self._push(e)
+            n += 1
+        return n
+
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
         if entry.url in self.seen:
             return None

@@ -7,7 +7,7 @@ follow after a TAB, blank lines and lines starting with ``#`` are ignored. URLs 
 
 | file         | fields after the URL                                               |
 |--------------|--------------------------------------------------------------------|
-| queue.txt    | depth, attempts, not_before (unix time), source page               |
+| queue.txt    | depth, attempts, not_before (unix time), source page, [kind]       |
 | crawled.txt  | status, content type, bytes, depth, fetched_at (UTC), final URL,   |
 |              | text hash, canonical URL, outlinks, title (HTML pages; else ``-``) |
 | failed.txt   | reason, depth, fetched_at (UTC)                                    |
@@ -20,7 +20,8 @@ import math
 import time
 from dataclasses import dataclass
 
-QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\n"
+QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\t[kind]\n"
+KINDS = ("-", "recheck")
 CRAWLED_HEADER = ("# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_url"
                   "\tcontent_hash\tcanonical\toutlinks\ttitle\n")
 MAX_TITLE = 300   # characters of a page title kept in crawled.txt
@@ -57,10 +58,12 @@ class QueueEntry:
     attempts: int = 0
     not_before: float = 0.0
     source: str = "-"
+    kind: str = "-"     # "-" a URL to crawl; "recheck" a crawled page to fetch again (recrawl)
 
     def line(self) -> str:
         nb = f"{self.not_before:.3f}" if self.not_before else "0"
-        return f"{self.url}\t{self.depth}\t{self.attempts}\t{nb}\t{clean(self.source)}\n"
+        tail = "" if self.kind == "-" else f"\t{self.kind}"
+        return f"{self.url}\t{self.depth}\t{self.attempts}\t{nb}\t{clean(self.source)}{tail}\n"
 
 
 def parse_queue_line(line: str) -> QueueEntry:
@@ -84,7 +87,10 @@ def parse_queue_line(line: str) -> QueueEntry:
     if not math.isfinite(not_before):
         raise ValueError("not_before must be a finite Unix time")
     source = fields[4] if len(fields) > 4 and fields[4] else "-"
-    return QueueEntry(url, depth, attempts, not_before, source)
+    kind = fields[5].strip() if len(fields) > 5 and fields[5].strip() else "-"
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+    return QueueEntry(url, depth, attempts, not_before, source, kind)
 
 
 def crawled_line(url: str, status: int, content_type: str, size: int, depth: int,

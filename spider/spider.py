@@ -13,10 +13,11 @@ import os
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import recrawl
 from .config import CrawlConfig
 from .fetch import Fetcher, Response
 from .links import Link, LinkFinder
@@ -41,6 +42,7 @@ class LinkReport:
     added: int = 0
     duplicates: int = 0
     rejected: int = 0
+    linked: list[str] = field(default_factory=list, compare=False)   # every crawlable URL linked
 
 
 class Spider:
@@ -59,6 +61,7 @@ class Spider:
         self._rejected = SeenSet()
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
+        self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -116,6 +119,9 @@ class Spider:
                     current.url, f"internal error: {type(exc).__name__}", current.entry.depth, self.clock()))
 
     def _crawl(self, claim: Claim) -> None:
+        if claim.entry.kind == "recheck":
+            self._recheck(claim)
+            return
         chain = [claim.url]
         current = claim
         while True:
@@ -267,6 +273,11 @@ class Spider:
             extra: dict = {}
             if result.is_html and result.body:
                 extra = self._take_page(claim, result)
+            if 200 <= result.status < 300:   # when to check it again, and with which validators
+                self.store.log("schedule", recrawl.after_fetch(
+                    claim.url, now, getattr(result, "etag", None), getattr(result, "last_modified", None),
+                    extra.get("content_hash") or f"{result.content_type or '-'}:{result.size}",
+                    self.config.recrawl_min, self.config.recrawl_max).line())
             self.store.settle(claim, "crawled", record=crawled_line(
                 claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
         elif v is Verdict.RETRY:
@@ -300,9 +311,73 @@ class Spider:
             self.store.log("duplicates", duplicate_line(claim.url, "variant", canonical))
             if not added:   # the canonical page is known already: it carries the links
                 return fields
-        self.add_links_to_queue(claim.url, page.links, entry.depth, base,
-                                nofollow_page=page.meta_nofollow)
+        report = self.add_links_to_queue(claim.url, page.links, entry.depth, base,
+                                         nofollow_page=page.meta_nofollow)
+        # What this page links to, for recrawl's "no longer linked from anywhere" (inactive).
+        # Also how many links were new and how many already known (counted, not logged).
+        self.store.log("links", f"{claim.url}\t{report.added}\t{report.duplicates}\t"
+                                f"{' '.join(dict.fromkeys(report.linked))}\n")
         return fields
+
+    # -- recrawl -------------------------------------------------------------------------------------
+    def _schedule(self) -> dict[str, recrawl.Page]:
+        if self._pages is None:
+            self._pages = recrawl.read_schedule(_folder_of(self.store))
+        return self._pages
+
+    def _recheck(self, claim: Claim) -> None:
+        """Fetch a crawled page again with a conditional request and record what changed.
+
+        304: unchanged, no parse. 200: the text hash says changed or not; a changed page's new
+        links are queued. 404/410: removed. Transient failures are retried like any fetch; the
+        page stays crawled whatever happens (checks.txt says what each check found)."""
+        self._open_claim = claim
+        entry = claim.entry
+        not_before = self._robots_gate(claim)
+        if not_before is None:
+            return
+        if not_before > self.clock():
+            self.wait(not_before - self.clock())
+        cfg = self.config
+        page = self._schedule().get(claim.url) or recrawl.Page(claim.url)
+        self._hold_host(claim.url)
+        result = self.fetcher.fetch(claim.url, headers=page.conditional_headers())
+        self._log_fetch(claim.url, result)
+        self._adapt(claim.url, result)
+        now = self.clock()
+        status = None if isinstance(result, FetchFailure) else result.status
+        if status != 304:
+            outcome = (classify(None, result, entry.attempts + 1, cfg.max_attempts)
+                       if isinstance(result, FetchFailure) else
+                       classify(status, None, entry.attempts + 1, cfg.max_attempts, has_location=bool(result.location)))
+            if outcome.verdict is Verdict.RETRY:
+                self.store.settle(claim, "retry", requeue=replace(
+                    entry, attempts=entry.attempts + 1, not_before=now + retry_delay(entry.attempts + 1)))
+                return
+        new_hash = None
+        if isinstance(result, Response) and 200 <= result.status < 300:
+            if result.is_html and result.body:
+                parsed = LinkFinder(result.url, cfg.max_links).parse(result.body, result.charset)
+                new_hash = parsed.text_hash
+            else:
+                new_hash = f"{result.content_type or '-'}:{result.size}"
+        what = recrawl.verdict(status, page.content_hash, new_hash)
+        if isinstance(result, Response) and what == "changed" and result.is_html and result.body:
+            self._take_page(claim, result)   # its new links join the queue
+        elif isinstance(result, Response) and result.status in REDIRECT_STATUSES and result.location:
+            self.add_links_to_queue(claim.url, [result.location], max(0, entry.depth - 1))
+        etag = getattr(result, "etag", None)
+        last_modified = getattr(result, "last_modified", None)
+        after = recrawl.after_check(page, now, what, etag, last_modified, new_hash,
+                                    cfg.recrawl_min, cfg.recrawl_max)
+        self._schedule()[claim.url] = after
+        if what == "removed":
+            self.store.log("removed", f"{claim.url}\t{utc_stamp(now)}\t{status}\n")
+        self.store.log("schedule", after.line())
+        self.store.log("checks", f"{claim.url}\t{status if status is not None else '-'}\t{what}\t"
+                                 f"{utc_stamp(now)}\t{clean(new_hash or '-')}\n")
+        self.store.settle(claim, "rechecked")
+        self._open_claim = None
 
     # -- links ---------------------------------------------------------------------------------------
     def add_links_to_queue(self, page_url: str, links: Iterable[Link | str], depth: int,
@@ -330,6 +405,7 @@ class Spider:
             url = self.admission.clean(url)
             if url in batch or url in known:
                 report.duplicates += 1
+                report.linked.append(url)
                 continue
             reason = self.admission.check(url, depth + 1)
             if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
@@ -343,6 +419,7 @@ class Spider:
                 refused.append((url, reason, page_url))
                 continue
             batch[url] = QueueEntry(url, depth + 1, 0, 0.0, page_url)
+            report.linked.append(url)
         if refused:
             self._reject(refused)
         if batch:

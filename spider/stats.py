@@ -5,7 +5,7 @@ The crawl's parent process appends one line every ``STATS_EVERY`` seconds and on
 ``status`` can tell whether the frontier is running away. Columns (TAB-separated):
 
     time  unix  pending  in_flight  crawled  failed  discovered  duplicates  bytes
-    top_pattern  top_pending  rejected
+    top_pattern  top_pending  rejected  seen_again
 
 - ``crawled`` counts pages (redirect hops excluded); ``discovered`` counts the distinct URLs the
   frontier took in (pending, in flight, crawled, failed, redirect hops);
@@ -13,7 +13,9 @@ The crawl's parent process appends one line every ``STATS_EVERY`` seconds and on
 - ``bytes`` is the body bytes recorded in crawled.txt;
 - ``top_pattern`` / ``top_pending``: the most common URL pattern (``census.pattern``) among
   pending URLs and how many pending URLs have it;
-- ``rejected``: refusals so far by reason, ``reason=count;reason=count`` (``-`` when none).
+- ``rejected``: refusals so far by reason, ``reason=count;reason=count`` (``-`` when none);
+- ``seen_again``: links found to URLs already known (pending, in flight, crawled or failed):
+  counted, not logged one by one (links.txt carries each page's count).
 
 Everything is read incrementally from the append-only files, so a sample costs what was
 appended since the last one, not the size of the crawl.
@@ -32,7 +34,7 @@ from .records import is_data, utc_stamp
 
 STATS = "stats.txt"
 STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
-                "\ttop_pattern\ttop_pending\trejected\n")
+                "\ttop_pattern\ttop_pending\trejected\tseen_again\n")
 STATS_EVERY = 2.0
 MAX_PATTERNS = 20000   # distinct patterns tracked; the rest count as "(other)" so memory stays bounded
 
@@ -93,11 +95,13 @@ class StatsRecorder:
         self.folder = Path(folder)
         self.bytes = 0
         self.duplicates = 0
+        self.seen_again = 0   # links to URLs already known: counted here, not logged one by one
         self.rejected: dict[str, int] = {}
         self.census = Census()
         self.history: list[Sample] = []
         self._tails = {name: _Tail(self.folder / name) for name in
-                       ("crawled.txt", "rejected.txt", "duplicates.txt", "queue.txt", "claims.txt")}
+                       ("crawled.txt", "rejected.txt", "duplicates.txt", "queue.txt", "claims.txt",
+                        "links.txt")}
 
     def _read(self) -> None:
         for line in self._tails["crawled.txt"].lines():
@@ -113,6 +117,10 @@ class StatsRecorder:
                     reason = "bad line"
                 self.rejected[reason] = self.rejected.get(reason, 0) + 1
         self.duplicates += sum(1 for line in self._tails["duplicates.txt"].lines() if is_data(line))
+        for line in self._tails["links.txt"].lines():
+            f = line.split("\t", 3)
+            if len(f) > 2 and f[2].isdigit():
+                self.seen_again += int(f[2])
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
         new_queue = list(queue.lines())
         if queue.replaced:   # folded or recovered: the file holds exactly the pending lines
@@ -139,7 +147,8 @@ class StatsRecorder:
         discovered = pending + in_flight + crawled + hops + failed + rejected_claims
         rejected = ";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())) or "-"
         line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
-                f"{discovered}\t{self.duplicates}\t{self.bytes}\t{top_pattern}\t{top_pending}\t{rejected}\n")
+                f"{discovered}\t{self.duplicates}\t{self.bytes}\t{top_pattern}\t{top_pending}\t{rejected}\t"
+                f"{self.seen_again}\n")
         path = self.folder / STATS
         from .store import append_text
         if not path.exists():
@@ -167,6 +176,7 @@ class StatsRow:
     top_pattern: str = "-"
     top_pending: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    seen_again: int = 0
 
 
 def parse_stats_line(line: str) -> StatsRow | None:
@@ -193,8 +203,9 @@ def parse_stats_line(line: str) -> StatsRow | None:
             if k and v.isdigit():
                 rejected[k] = int(v)
     pending, in_flight, crawled, failed, discovered, duplicates, size = counts
+    seen_again = int(f[12]) if len(f) > 12 and f[12].strip().isdigit() else 0
     return StatsRow(unix, pending, in_flight, crawled, failed, discovered, duplicates, size,
-                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected)
+                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected, seen_again)
 
 
 def read_stats(folder: Path, last: int | None = None) -> list[StatsRow]:

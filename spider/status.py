@@ -104,6 +104,7 @@ def report(folder: Path, name: str) -> str:
     if not (folder / SIGNATURE).exists() and c.pending == 0 and c.completed == 0:
         out.append("note      nothing crawled yet")
     out += _selection_lines(folder, c, total_bytes, pending_urls)
+    out += _freshness_lines(folder)
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -137,6 +138,24 @@ def report(folder: Path, name: str) -> str:
     return "\n".join(out)
 
 
+def _freshness_lines(folder: Path) -> list[str]:
+    """Recrawl: how many crawled pages are due for a check, and which were found removed."""
+    from . import recrawl
+
+    out = []
+    if (folder / recrawl.SCHEDULE).exists():
+        due = recrawl.due_pages(folder, time.time())
+        out.append(f"due       {len(due)} crawled page(s) due for a check (`recrawl` fetches them)")
+    gone = recrawl.removed_urls(folder)
+    if gone:
+        out.append(f"removed   {len(gone)}")
+        for url, (date, reason) in list(gone.items())[-5:]:
+            out.append(f"  {date}  {reason:8}  {url}")
+        if len(gone) > 5:
+            out.append("  ... see removed.txt")
+    return out
+
+
 def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
     """Is the crawl finding pages worth having? Discovery ratio, duplicates, bytes per useful page,
     the pending queue's URL patterns, and the trap alarm."""
@@ -153,6 +172,8 @@ def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str])
     if fetched:
         ratio = f"discovery {discovered / fetched:.2f} new URLs per fetched page overall"
         out.append(ratio + (f", {recent:.2f} in the last {RECENT_SECONDS:.0f} s" if recent is not None else ""))
+    if rows and rows[-1].seen_again:
+        out.append(f"links     {rows[-1].seen_again} to URLs already known (counted, not logged)")
     dups: Counter[str] = Counter()
     for line in _lines(folder / DUPLICATES):
         fields = line.split("\t")

@@ -48,7 +48,7 @@ from .order import Frontier, Order
 from .seen import SeenSet
 from .urls import host_key, normalize
 
-HASHES, DUPLICATES = "hashes.txt", "duplicates.txt"
+HASHES, DUPLICATES, CHECKS = "hashes.txt", "duplicates.txt", "checks.txt"
 QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED, HOSTS = ("queue.txt", "claims.txt", "crawled.txt",
                                                     "failed.txt", "rejected.txt", "hosts.txt")
 HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
@@ -56,7 +56,8 @@ HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
            DUPLICATES: "# url\tkind\tof_url\n", HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 READ_CHUNK = 1 << 20
 BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
-LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log", "duplicates": DUPLICATES}
+LOGS = {"rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log", "duplicates": DUPLICATES,
+        "checks": CHECKS, "schedule": "schedule.txt", "removed": "removed.txt", "links": "links.txt"}
 
 
 class FrontierLock:
@@ -206,6 +207,7 @@ class Store(Protocol):
     def reissue(self, owner: int) -> int: ...
     def reserve_host(self, host: str, until: float) -> None: ...
     def first_with_text(self, text_hash: str, url: str) -> str: ...
+    def requeue(self, entries: Iterable[QueueEntry]) -> int: ...
     def host_state(self, host: str) -> HostState: ...
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState: ...
     def refresh(self) -> Counts: ...
@@ -291,9 +293,11 @@ class FileStore:
 
     def __init__(self, folder: Path, *, owner: int | None = None, max_pages: int | None = None,
                  max_per_host: int | None = None, track_seen: bool = True,
-                 order: Order | None = None) -> None:
+                 order: Order | None = None, only: tuple[str, ...] = ()) -> None:
         self.folder = Path(folder)
         self.order = order or Order()
+        # A discovery run fetches only seeds, rechecks and URLs matching these; the rest wait.
+        self.only = tuple(re.compile(p) for p in only)
         self.owner = os.getpid() if owner is None else owner
         self.max_pages = max_pages
         self.max_per_host = max_per_host
@@ -326,6 +330,7 @@ class FileStore:
         self._inflight: dict[str, tuple[int, str]] = {}   # url -> (owner, queue line)
         self._idle: tuple[tuple[int, int], float] | None = None   # last search found all waiting
         self._frontier = Frontier(self.order.lifo)   # pending lines by host and priority
+        self._held = 0   # pending lines a discovery run leaves alone (``only``)
         self._delayed: list[tuple[float, int, str, int]] = []   # retries not yet due: (time, off, host, score)
         self._crawled = 0
         self._hops = 0
@@ -486,6 +491,10 @@ class FileStore:
             return self.counts()
         return self._guard(go)  # type: ignore[return-value]
 
+    def in_flight_lines(self) -> dict[str, str]:
+        """url -> queue line of every claim not yet settled."""
+        return {url: qline for url, (_, qline) in self._inflight.items()}
+
     def in_flight(self) -> dict[str, int]:
         """url -> owner pid of every claim not yet settled."""
         return {url: owner for url, (owner, _) in self._inflight.items()}
@@ -505,7 +514,7 @@ class FileStore:
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
-                return ClaimResult([], c.pending, c.in_flight, self._idle[1], False)
+                return ClaimResult([], c.pending - self._held, c.in_flight, self._idle[1], False)
             self._release_due(now)
             taken: list[Claim] = []
             records: list[str] = []
@@ -552,7 +561,7 @@ class FileStore:
             if not taken and wait is not None:
                 self._idle = ((self._queue.pos, self._claims.pos), wait)
             c = self.counts()
-            return ClaimResult(taken, c.pending, c.in_flight, wait, False)
+            return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, False)
 
     def _live(self, off: int) -> bool:
         """Is the queue line at ``off`` still unclaimed (by anyone)?"""
@@ -572,10 +581,20 @@ class FileStore:
         except ValueError:   # reported when claimed: first in line, so it is reported soon
             host, depth, not_before = "", 0, 0.0
         score = self.order.score(url, depth) if host else BAD_LINE_SCORE
+        if self.only and host and not self._wanted(fields, url):
+            self._held += 1   # left pending for the fetch run
+            return
         if not_before > 0 and math.isfinite(not_before):
             heapq.heappush(self._delayed, (not_before, off, host, score))
         else:
             self._frontier.push(host, score, off)
+
+    def _wanted(self, fields: list[str], url: str) -> bool:
+        """In a discovery run: seeds (source ``-``), rechecks and URLs matching a pattern."""
+        source = fields[4].rstrip("\n").split("\t", 1)[0] if len(fields) > 4 else "-"
+        rest = fields[4] if len(fields) > 4 else ""
+        return source in ("-", "") or rest.rstrip("\n").endswith("\trecheck") or \
+            any(p.search(url) for p in self.only)
 
     def _release_due(self, now: float) -> None:
         """Retries whose time has come join the index."""
@@ -629,6 +648,19 @@ class FileStore:
                 self._read_queue()
             return new
 
+    def requeue(self, entries: Iterable[QueueEntry]) -> int:
+        """Queue entries whatever the dedup table says (rechecks of crawled pages); returns how many."""
+        def go() -> int:
+            text = "".join(e.line() for e in entries)
+            if not text:
+                return 0
+            with self.lock:
+                self._sync()
+                self._queue.append(text)
+                self._read_queue()
+            return text.count("\n")
+        return self._guard(go)  # type: ignore[return-value]
+
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
         """A redirect target: queue and claim it at once, or None when its URL is already known.
 
@@ -679,8 +711,11 @@ class FileStore:
             if lost:   # killed between recording the page and closing the claim? then it is done
                 recent = {**_recent_urls(self.folder / CRAWLED, "crawled"),
                           **_recent_urls(self.folder / FAILED, "failed")}
-                self._journal([f"D\t{recent[u]}\t{u}\n" for u, _ in lost if u in recent])
-                lost = [(u, q) for u, q in lost if u not in recent]
+                checked = _recent_urls(self.folder / CHECKS, "rechecked")
+                done = {u: (checked if q.rstrip("\n").endswith("\trecheck") else recent).get(u)
+                        for u, q in lost}
+                self._journal([f"D\t{done[u]}\t{u}\n" for u, _ in lost if done[u]])
+                lost = [(u, q) for u, q in lost if not done[u]]
             if lost:
                 self._queue.append("".join(q + "\n" for _, q in lost))
                 self._read_queue()
@@ -953,7 +988,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         out.write(QUEUE_HEADER)
 
         def keep(e: QueueEntry) -> None:
-            if e.url in done:
+            if e.url in done and e.kind != "recheck":   # a recheck is of a crawled page, by design
                 return
             if e.url in written:
                 later[e.url] = e
@@ -1001,7 +1036,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                 e = parse_queue_line(qline)
             except ValueError:
                 continue
-            if url not in done and url not in written:   # its queue line is gone (compacted)
+            if (url not in done or e.kind == "recheck") and url not in written:   # its queue line is gone
                 rep.recovered_claims += 1
                 keep(e)
         out.flush()

@@ -397,11 +397,11 @@ def test_stats_recorder_samples_what_the_project_files_say(tmp_path: Path):
         + rejected_line("torn", "bad queue line: empty URL"))
     first = rec.sample(8, 0, 0, 0, 0, when=1_800_000_000.0)
     f = first.rstrip("\n").split("\t")
-    assert len(f) == 12 and first.endswith("\n")
+    assert len(f) == 13 and first.endswith("\n")
     assert f[0] == "2027-01-15T08:00:00Z" and f[1] == "1800000000.000"
     assert f[2:9] == ["8", "0", "0", "0", "8", "0", "0"]
     assert (f[9], f[10]) == ("a.test/cal/{n}/{n}", "6")
-    assert f[11] == "bad line=2;repeated-segments=1;scope=2"
+    assert f[11] == "bad line=2;repeated-segments=1;scope=2" and f[12] == "0"
 
     # a crawl goes on: two claims (C records), pages crawled, a duplicate
     claims = store.claim(2, 0.0, lambda h: 0.0).claims
@@ -411,11 +411,14 @@ def test_stats_recorder_samples_what_the_project_files_say(tmp_path: Path):
     (tmp_path / "crawled.txt").open("a").write(crawled_line(H + "/pdf", 200, "application/pdf", 234, 1, 0))
     (tmp_path / "duplicates.txt").open("a").write(duplicate_line(H + "/doc/3", "duplicate", H + "/doc/1"))
     (tmp_path / "rejected.txt").open("a").write(rejected_line(H + "/z", "scope"))
+    (tmp_path / "links.txt").open("a").write(f"{H}/cal/2031/01\t1\t4\t{H}/a {H}/b\n"
+                                             f"{H}/cal/2031/02\t0\t3\t{H}/a\n")
     second = rec.sample(6, 0, 3, 0, 0, when=1_800_000_002.0)
     f = second.rstrip("\n").split("\t")
     assert f[2:9] == ["6", "0", "3", "0", "9", "1", "2234"]
     assert (f[9], f[10]) == ("a.test/cal/{n}/{n}", "4")           # two claimed: 6 -> 4
     assert f[11] == "bad line=2;repeated-segments=1;scope=3"
+    assert f[12] == "7"                                            # links to known URLs, counted
 
     lines = (tmp_path / STATS).read_text().splitlines()
     assert lines[0].startswith("# time\tunix\tpending") and lines[1:] == [first.rstrip("\n"), second.rstrip("\n")]
@@ -443,7 +446,7 @@ def test_stats_census_is_reset_when_queue_txt_is_replaced(tmp_path: Path):
 
 def test_stats_with_nothing_pending_says_dash(tmp_path: Path):
     line = StatsRecorder(tmp_path).sample(0, 0, 0, 0, 0, when=0.0)
-    assert line.rstrip("\n").split("\t")[9:] == ["-", "0", "-"]
+    assert line.rstrip("\n").split("\t")[9:] == ["-", "0", "-", "0"]
 
 
 def test_stats_recorder_feeds_the_alarm(tmp_path: Path):

@@ -1,0 +1,303 @@
+"""Keeping a crawl fresh: which crawled pages are due for a check, and how often to check each.
+
+A page is checked with a conditional request (``If-None-Match`` / ``If-Modified-Since`` from the
+ETag / Last-Modified it was served with); ``304`` means unchanged and costs no parse. Each page
+has an interval (its volatility tier): unchanged at a check doubles it, changed halves it, within
+``--recrawl-min`` .. ``--recrawl-max``. A sitemap ``lastmod`` later than the last check makes the
+page due at once. ``404``/``410`` marks a page removed.
+
+Files (plain text, TAB-separated; README "Keeping a crawl fresh"):
+
+- ``schedule.txt``: ``URL etag last_modified interval_s due_unix checks changes checked_at
+  content_hash``; one line per crawl or check, the last line of a URL wins; compacted (rewritten
+  atomically, one line per URL) at the end of a run.
+- ``checks.txt``: ``URL status result checked_at content_hash``, one line per check (append-only).
+- ``removed.txt``: ``URL date reason`` (``404``, ``410``).
+
+The policy is pure (``next_interval``, ``is_due``, ``verdict``); reading the files is at the end.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import time
+from dataclasses import dataclass, replace
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Iterator
+
+from .records import clean, first_field, is_data, is_redirect_hop, utc_stamp
+from .seen import SeenSet
+
+SCHEDULE, CHECKS, REMOVED, LASTMOD = "schedule.txt", "checks.txt", "removed.txt", "lastmod.txt"
+SCHEDULE_HEADER = ("# url\tetag\tlast_modified\tinterval_s\tdue_unix\tchecks\tchanges\tchecked_at"
+                   "\tcontent_hash\n")
+CHECKS_HEADER = "# url\tstatus\tresult\tchecked_at\tcontent_hash\n"
+REMOVED_HEADER = "# url\tdate\treason\n"
+INITIAL_INTERVAL = 86400.0      # a page just crawled is checked again after a day ...
+MIN_INTERVAL = 3600.0           # ... never more often than hourly ...
+MAX_INTERVAL = 30 * 86400.0     # ... and at least every 30 days
+GONE = (404, 410)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A crawled page's recrawl state: one line of schedule.txt."""
+
+    url: str
+    etag: str = "-"
+    last_modified: str = "-"
+    interval: float = INITIAL_INTERVAL
+    due: float = 0.0
+    checks: int = 0
+    changes: int = 0
+    checked_at: float = 0.0
+    content_hash: str = "-"
+
+    def line(self) -> str:
+        due = "-" if math.isinf(self.due) else f"{self.due:.0f}"
+        return (f"{self.url}\t{clean(self.etag)}\t{clean(self.last_modified)}\t{self.interval:.0f}\t{due}\t"
+                f"{self.checks}\t{self.changes}\t{utc_stamp(self.checked_at)}\t{clean(self.content_hash)}\n")
+
+    def conditional_headers(self) -> dict[str, str]:
+        """What to send so that an unchanged page answers 304 (RFC 9110 13.1.2, 13.1.3)."""
+        headers = {}
+        if self.etag != "-":
+            headers["If-None-Match"] = self.etag
+        if self.last_modified != "-":
+            headers["If-Modified-Since"] = self.last_modified
+        return headers
+
+
+def clamp(interval: float, lo: float, hi: float) -> float:
+    return max(lo, min(hi, interval))
+
+
+def next_interval(interval: float, changed: bool, lo: float = MIN_INTERVAL, hi: float = MAX_INTERVAL) -> float:
+    """Multiplicative back-off: an unchanged page is checked half as often, a changed one twice as often."""
+    return clamp(interval / 2 if changed else interval * 2, lo, hi)
+
+
+def is_due(page: Page, now: float, lastmod: float | None = None) -> bool:
+    """Due when its time has come, or a sitemap says it changed after the last check."""
+    if math.isinf(page.due):
+        return False
+    return page.due <= now or (lastmod is not None and lastmod > page.checked_at)
+
+
+def verdict(status: int | None, old_hash: str, new_hash: str | None) -> str:
+    """What a check found: changed, unchanged, removed or failed."""
+    if status in GONE:
+        return "removed"
+    if status == 304:
+        return "unchanged"
+    if status is None or not 200 <= status < 300:
+        return "failed"
+    if new_hash is None or old_hash == "-":
+        return "changed"
+    return "unchanged" if new_hash == old_hash else "changed"
+
+
+def after_fetch(url: str, now: float, etag: str | None, last_modified: str | None,
+                content_hash: str | None, lo: float = MIN_INTERVAL, hi: float = MAX_INTERVAL) -> Page:
+    """The schedule of a page just crawled for the first time."""
+    interval = clamp(INITIAL_INTERVAL, lo, hi)
+    return Page(url, etag or "-", last_modified or "-", interval, now + interval, 0, 0, now, content_hash or "-")
+
+
+def after_check(page: Page, now: float, result: str, etag: str | None, last_modified: str | None,
+                content_hash: str | None, lo: float = MIN_INTERVAL, hi: float = MAX_INTERVAL) -> Page:
+    """The schedule after a check: new validators, new interval, next due time."""
+    if result == "removed":
+        return replace(page, due=math.inf, checks=page.checks + 1, checked_at=now)
+    if result == "failed":   # try again at the same pace
+        return replace(page, due=now + page.interval, checks=page.checks + 1, checked_at=now)
+    changed = result == "changed"
+    interval = next_interval(page.interval, changed, lo, hi)
+    return Page(page.url, etag or page.etag, last_modified or page.last_modified, interval, now + interval,
+                page.checks + 1, page.changes + changed, now,
+                content_hash if content_hash else page.content_hash)
+
+
+# -- reading the files ------------------------------------------------------------------------------
+
+def _data(path: Path) -> Iterator[list[str]]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if is_data(line):
+                    yield line.rstrip("\n").split("\t")
+    except FileNotFoundError:
+        return
+
+
+def parse_schedule_line(f: list[str]) -> Page | None:
+    if len(f) < 9:
+        return None
+    try:
+        due = math.inf if f[4] == "-" else float(f[4])
+        return Page(f[0], f[1], f[2], float(f[3]), due, int(f[5]), int(f[6]), parse_stamp(f[7]) or 0.0, f[8])
+    except ValueError:
+        return None
+
+
+def read_schedule(folder: Path) -> dict[str, Page]:
+    """schedule.txt as url -> latest Page (lines that do not parse are skipped)."""
+    out: dict[str, Page] = {}
+    for f in _data(Path(folder) / SCHEDULE):
+        page = parse_schedule_line(f)
+        if page is not None:
+            out[page.url] = page
+    return out
+
+
+def parse_stamp(text: str) -> float | None:
+    """``2026-11-30T10:50:08Z`` (ours), or a sitemap's W3C datetime / an HTTP date, as Unix time."""
+    text = text.strip()
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"):
+        try:
+            return float(calendar.timegm(time.strptime(text, fmt)))
+        except ValueError:
+            pass
+    try:   # W3C datetime with an offset: 2026-11-30T10:50:08+01:00
+        from datetime import datetime
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        pass
+    try:
+        return parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def read_lastmod(folder: Path) -> dict[str, float]:
+    """lastmod.txt (from sitemaps) as url -> Unix time; the last line of a URL wins."""
+    out: dict[str, float] = {}
+    for f in _data(Path(folder) / LASTMOD):
+        if len(f) > 1:
+            t = parse_stamp(f[1])
+            if t is not None:
+                out[f[0]] = t
+    return out
+
+
+def removed_urls(folder: Path) -> dict[str, tuple[str, str]]:
+    """removed.txt as url -> (date, reason)."""
+    return {f[0]: (f[1], f[2]) for f in _data(Path(folder) / REMOVED) if len(f) > 2}
+
+
+def due_pages(folder: Path, now: float, everything: bool = False) -> list[tuple[str, int]]:
+    """(url, depth) of the crawled pages to check now: all of them with ``everything``, else the
+    due ones. Redirect hops, pages removed, and pages that never answered 2xx are not checked."""
+    folder = Path(folder)
+    schedule, lastmod, gone = read_schedule(folder), read_lastmod(folder), removed_urls(folder)
+    out: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    try:
+        f = open(folder / "crawled.txt", encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return out
+    with f:
+        for line in f:
+            if not is_data(line) or is_redirect_hop(line):
+                continue
+            fields = line.rstrip("\n").split("\t")
+            url = first_field(line)
+            if url in seen or url in gone or len(fields) < 6 or not fields[1].startswith("2"):
+                continue
+            seen.add(url)
+            page = schedule.get(url) or Page(url, due=(parse_stamp(fields[5]) or 0.0) + INITIAL_INTERVAL,
+                                             checked_at=parse_stamp(fields[5]) or 0.0)
+            if everything or is_due(page, now, lastmod.get(url)):
+                try:
+                    depth = int(fields[4])
+                except ValueError:
+                    depth = 0
+                out.append((url, depth))
+    return out
+
+
+def compact_schedule(folder: Path) -> None:
+    """Rewrite schedule.txt with one line per URL (its latest), atomically."""
+    from .store import atomic_write
+
+    path = Path(folder) / SCHEDULE
+    if not path.exists():
+        return
+    pages = read_schedule(folder)
+    atomic_write(path, SCHEDULE_HEADER + "".join(p.line() for p in pages.values()))
+
+
+# -- inactive pages: no longer linked from anywhere ------------------------------------------------
+
+LINKS, UNLINKED = "links.txt", "unlinked.txt"
+INACTIVE_AFTER = 3   # consecutive recrawls without a link to a page mark it inactive
+
+
+def linked_urls(folder: Path, live: set[str]) -> SeenSet:
+    """Every URL linked from the latest version of a live page (links.txt: ``page<TAB>new<TAB>known<TAB>url url ...``,
+    one line per parse; the last line of a page wins). Two passes, so memory stays small."""
+    path = Path(folder) / LINKS
+    latest: dict[str, int] = {}
+    try:
+        with open(path, "rb") as f:
+            off = 0
+            for raw in f:
+                page = raw.split(b"\t", 1)[0].decode("utf-8", "replace")
+                if page in live and raw.endswith(b"\n"):
+                    latest[page] = off
+                off += len(raw)
+    except FileNotFoundError:
+        pass
+    out = SeenSet()
+    if latest:
+        wanted = set(latest.values())
+        with open(path, "rb") as f:
+            off = 0
+            for raw in f:
+                if off in wanted:
+                    for url in raw.rstrip(b"\n").split(b"\t", 3)[-1].split():
+                        out.add(url.decode("utf-8", "replace"))
+                off += len(raw)
+    return out
+
+
+def mark_inactive(folder: Path, seeds: tuple[str, ...], now: float) -> list[str]:
+    """After a completed recrawl: a crawled page that no live page links to (seeds and sitemap
+    entries aside) has one more miss in unlinked.txt; at INACTIVE_AFTER misses in a row it is
+    recorded in removed.txt as ``inactive``. Returns the URLs marked now."""
+    from .store import append_text, atomic_write
+
+    folder = Path(folder)
+    gone, listed = removed_urls(folder), read_lastmod(folder)
+    live: set[str] = set()
+    try:
+        with open(folder / "crawled.txt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if is_data(line) and not is_redirect_hop(line):
+                    url = first_field(line)
+                    if url not in gone:
+                        live.add(url)
+    except FileNotFoundError:
+        return []
+    linked = linked_urls(folder, live)
+    misses: dict[str, int] = {}
+    for f_ in _data(folder / UNLINKED):
+        if len(f_) > 1 and f_[1].isdigit():
+            misses[f_[0]] = int(f_[1])
+    marked: list[str] = []
+    counts: dict[str, int] = {}
+    for url in live:
+        if url in seeds or url in listed or url in linked:
+            continue
+        n = misses.get(url, 0) + 1
+        if n >= INACTIVE_AFTER:
+            marked.append(url)
+        else:
+            counts[url] = n
+    atomic_write(folder / UNLINKED, "# url\tconsecutive_recrawls_unlinked\n"
+                 + "".join(f"{u}\t{n}\n" for u, n in sorted(counts.items())))
+    if marked:
+        append_text(folder / REMOVED, "".join(f"{u}\t{utc_stamp(now)}\tinactive\n" for u in sorted(marked)))
+    return marked
