@@ -24,6 +24,8 @@ from typing import Iterator, Protocol
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.hooks import default_hooks
+from requests.structures import CaseInsensitiveDict
 
 from .config import CrawlConfig
 from .policy import FetchFailure
@@ -336,6 +338,26 @@ class Fetcher:
             warc.add_info({"http-header-user-agent": config.user_agent,
                            "robots": "ignore" if config.ignore_robots else "classic"})
 
+    def _prepare(self, url: str, headers: dict[str, str] | None) -> requests.PreparedRequest:
+        """The request ``Session.get`` would send, built directly: Session.request merges seven
+        per-call settings we never vary (params, auth, hooks, cookies into a copied jar, ...),
+        which cost about as much as parsing the page (profiled: 0.15 ms a request). The URL,
+        the userinfo as Basic auth, the session's headers and its cookies are prepared as usual."""
+        p = requests.PreparedRequest()
+        if "@" in url.split("/", 3)[2] or not url.isascii():   # userinfo, or not our normal form
+            p.prepare(method="GET", url=url,
+                      headers=self.session.headers if not headers else {**self.session.headers, **headers},
+                      cookies=self.session.cookies)
+            return p
+        # A normalised URL (spider.urls) is already what prepare_url would make of it.
+        p.method, p.url, p.body = "GET", url, None
+        p.headers = CaseInsensitiveDict(self.session.headers)
+        if headers:
+            p.headers.update(headers)
+        p.hooks = default_hooks()
+        p.prepare_cookies(self.session.cookies)
+        return p
+
     def close(self) -> None:
         self.session.close()
         if self.warc is not None:
@@ -365,8 +387,12 @@ class Fetcher:
         cfg = self.config
         start = time.monotonic()
         try:
-            r = self.session.get(url, allow_redirects=False, stream=True, headers=headers,
-                                 timeout=(cfg.connect_timeout, cfg.read_timeout))
+            timeout = (cfg.connect_timeout, cfg.read_timeout)
+            if self.session.trust_env:   # proxies from the environment: let requests merge them
+                r = self.session.get(url, allow_redirects=False, stream=True, headers=headers, timeout=timeout)
+            else:
+                r = self.session.send(self._prepare(url, headers), allow_redirects=False, stream=True,
+                                      timeout=timeout)
         except requests.RequestException as e:
             return failure_of(e)
         except (UnicodeError, ValueError) as e:   # e.g. a Location header that is not UTF-8

@@ -306,6 +306,8 @@ class FileStore:
         self._claims = _File(self.folder / CLAIMS)
         self._hashes = _File(self.folder / HASHES)
         self._texts: dict[int, int] = {}   # 64 bits of a text hash -> offset of its line in hashes.txt
+        self._log_fds: dict[str, int] = {}     # open append-only logs of this process
+        self._log_pid = os.getpid()
         self._track_seen = track_seen
         self.seen = SeenSet()
         self._over_budget = SeenSet()
@@ -768,9 +770,21 @@ class FileStore:
         return self._guard(go)  # type: ignore[return-value]
 
     def log(self, name: str, text: str) -> None:
-        """Append whole lines to an append-only log: ``rejected`` (rejected.txt), ``fetch``
-        (fetch.log) or ``errors`` (errors.log). One write call, no lock needed."""
-        self._guard(append_text, self.folder / LOGS[name], text)
+        """Append whole lines to an append-only log (``LOGS``: rejected.txt, fetch.log, ...).
+        One write call, no lock needed. The file stays open in this process (O_APPEND), since
+        a worker appends to three or four logs per page and opening costs more than writing."""
+        self._guard(self._log, name, text)
+
+    def _log(self, name: str, text: str) -> None:
+        if self._log_pid != os.getpid():   # a forked worker opens its own descriptors
+            self._log_fds, self._log_pid = {}, os.getpid()
+        fd = self._log_fds.get(name)
+        if fd is None:
+            path = self.folder / LOGS[name]
+            fd = self._log_fds[name] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = text.encode("utf-8")
+        if os.write(fd, data) != len(data):
+            raise OSError(f"short write to {self.folder / LOGS[name]}")
 
     def fold(self) -> bool:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.

@@ -752,3 +752,26 @@ def test_module_doctests() -> None:
     result = doctest.testmod(spider.urls, verbose=False)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+# -- the fast path of resolve (plain paths) gives exactly what normalize gives -----------------
+
+_PLAIN = st.text(alphabet="abcXYZ019._~-/", min_size=1, max_size=30)
+
+
+@given(base=st.sampled_from(["http://a.test/", "http://a.test/b/c.html", "https://A.test:8443/x/y/?q=1",
+                             "http://u:p@a.test/dir/", "http://a.test/b/c?x=%41", "http://[::1]:81/p/q"]),
+       href=_PLAIN)
+def test_resolve_fast_path_equals_normalize_of_the_joined_url(base: str, href: str) -> None:
+    from hypothesis import assume
+    from spider.urls import _split_base
+
+    assume(not href.startswith("//"))   # a network-path reference: another host, not a path
+    got = resolve(base, href)
+    b = _split_base(base)
+    joined = b.prefix + (href if href.startswith("/") else b.path[: b.path.rfind("/") + 1] + href)
+    try:
+        expected = normalize(joined)
+    except ValueError:
+        expected = None
+    assert got == expected, (base, href)
