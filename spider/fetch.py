@@ -355,7 +355,8 @@ class Fetcher:
         if headers:
             p.headers.update(headers)
         p.hooks = default_hooks()
-        p.prepare_cookies(self.session.cookies)
+        if self.session.cookies:   # building a Cookie header costs even when there is none
+            p.prepare_cookies(self.session.cookies)
         return p
 
     def close(self) -> None:
