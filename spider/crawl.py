@@ -172,10 +172,10 @@ class Crawl:
         else:
             code = self._supervise(store)
         counts = store.refresh()
+        self._sample(counts)   # before the fold: it would make the census read the queue again
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             if store.fold():
                 write_signature(self.folder, cfg.key())
-        self._sample(store.refresh())
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             recrawl.compact_schedule(self.folder)
         if self.recheck and code == EXIT_DONE and not counts.pending:

@@ -357,6 +357,8 @@ class Fetcher:
         p.hooks = default_hooks()
         if self.session.cookies:   # building a Cookie header costs even when there is none
             p.prepare_cookies(self.session.cookies)
+        else:
+            p._cookies = self.session.cookies   # type: ignore[attr-defined]  # redirects read it
         return p
 
     def close(self) -> None:

@@ -12,7 +12,8 @@ The crawl's parent process appends one line every ``STATS_EVERY`` seconds and on
 - ``duplicates`` is the number of lines of duplicates.txt (same text, or canonical variants);
 - ``bytes`` is the body bytes recorded in crawled.txt;
 - ``top_pattern`` / ``top_pending``: the most common URL pattern (``census.pattern``) among
-  pending URLs and how many pending URLs have it;
+  pending URLs and how many pending URLs have it (estimated from 1 URL in k when queue.txt is
+  over 4 MiB at the start, so a queue of millions costs the parent little);
 - ``rejected``: refusals so far by reason, ``reason=count;reason=count`` (``-`` when none);
 - ``seen_again``: links found to URLs already known (pending, in flight, crawled or failed):
   counted, not logged one by one (links.txt carries each page's count).
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -36,11 +38,13 @@ STATS = "stats.txt"
 STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
                 "\ttop_pattern\ttop_pending\trejected\tseen_again\n")
 STATS_EVERY = 2.0
+CENSUS_SAMPLE_BYTES = 4 << 20   # a queue.txt bigger than this is censused 1 URL in k
 MAX_PATTERNS = 20000   # distinct patterns tracked; the rest count as "(other)" so memory stays bounded
 
 
 class _Tail:
-    """Reads the lines appended to one file since the last call; starts over if it is replaced."""
+    """Reads the lines appended to one file since the last call, 1 MiB at a time; starts over
+    if the file was replaced (``replaced`` says so as soon as ``lines`` is called)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -52,20 +56,30 @@ class _Tail:
         try:
             st = os.stat(self.path)
         except OSError:
-            return
+            return iter(())
         self.replaced = self.ino is not None and st.st_ino != self.ino
         if self.replaced or st.st_size < self.pos:
             self.pos = 0
         self.ino = st.st_ino
-        if st.st_size == self.pos:
+        return self._read(st.st_size)
+
+    def _read(self, size: int) -> Iterator[str]:
+        if size <= self.pos:
             return
         with open(self.path, "rb") as f:
             f.seek(self.pos)
-            data = f.read(st.st_size - self.pos)
-        cut = data.rfind(b"\n") + 1    # a line still being written waits for the next call
-        self.pos += cut
-        for raw in data[:cut].splitlines():
-            yield raw.decode("utf-8", "replace")
+            left, carry = size - self.pos, b""
+            while left > 0:
+                data = f.read(min(left, 1 << 20))
+                if not data:
+                    return
+                left -= len(data)
+                data = carry + data
+                cut = data.rfind(b"\n") + 1    # a line still being written waits for the next call
+                carry = data[cut:]
+                self.pos += cut
+                for raw in data[:cut].splitlines():
+                    yield raw.decode("utf-8", "replace")
 
 
 @dataclass
@@ -98,6 +112,7 @@ class StatsRecorder:
         self.seen_again = 0   # links to URLs already known: counted here, not logged one by one
         self.rejected: dict[str, int] = {}
         self.census = Census()
+        self._every: int | None = None   # the census counts 1 pending URL in this many
         self.history: list[Sample] = []
         self._tails = {name: _Tail(self.folder / name) for name in
                        ("crawled.txt", "rejected.txt", "duplicates.txt", "queue.txt", "claims.txt",
@@ -122,18 +137,27 @@ class StatsRecorder:
             if len(f) > 2 and f[2].isdigit():
                 self.seen_again += int(f[2])
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
-        new_queue = list(queue.lines())
-        if queue.replaced:   # folded or recovered: the file holds exactly the pending lines
+        new_queue = queue.lines()
+        if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
             claims.pos, claims.ino = 0, None
+            try:   # a big queue is sampled: 1 URL in k (the same URLs every time: by their CRC)
+                self._every = max(1, os.path.getsize(queue.path) // CENSUS_SAMPLE_BYTES + 1)
+            except OSError:
+                self._every = 1
+        k = self._every
         for line in new_queue:
             if is_data(line) and line.startswith(("http://", "https://")):
-                self.census.add(line.split("\t", 1)[0].strip(), 1)
+                url = line.split("\t", 1)[0].strip()
+                if k == 1 or zlib.crc32(url.encode("utf-8", "replace")) % k == 0:
+                    self.census.add(url, 1)
         for rec in claims.lines():
             if rec.startswith("C\t"):
                 f = rec.split("\t", 6)
                 if len(f) > 5:
-                    self.census.add(f[5].strip(), -1)
+                    url = f[5].strip()
+                    if k == 1 or zlib.crc32(url.encode("utf-8", "replace")) % k == 0:
+                        self.census.add(url, -1)
 
     def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
                rejected_claims: int = 0, when: float | None = None) -> str:
@@ -144,6 +168,7 @@ class StatsRecorder:
         now = time.time() if when is None else when
         top = self.census.top(1)
         top_pattern, top_pending = top[0] if top else ("-", 0)
+        top_pending *= self._every or 1   # an estimate when the census samples
         discovered = pending + in_flight + crawled + hops + failed + rejected_claims
         rejected = ";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())) or "-"
         line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
