@@ -53,6 +53,9 @@ class _Tail:
         self.replaced = False
 
     def lines(self) -> Iterator[str]:
+        return (raw.decode("utf-8", "replace") for raw in self.raw_lines())
+
+    def raw_lines(self) -> Iterator[bytes]:
         try:
             st = os.stat(self.path)
         except OSError:
@@ -63,7 +66,7 @@ class _Tail:
         self.ino = st.st_ino
         return self._read(st.st_size)
 
-    def _read(self, size: int) -> Iterator[str]:
+    def _read(self, size: int) -> Iterator[bytes]:
         if size <= self.pos:
             return
         with open(self.path, "rb") as f:
@@ -78,8 +81,7 @@ class _Tail:
                 cut = data.rfind(b"\n") + 1    # a line still being written waits for the next call
                 carry = data[cut:]
                 self.pos += cut
-                for raw in data[:cut].splitlines():
-                    yield raw.decode("utf-8", "replace")
+                yield from data[:cut].splitlines()
 
 
 @dataclass
@@ -137,7 +139,7 @@ class StatsRecorder:
             if len(f) > 2 and f[2].isdigit():
                 self.seen_again += int(f[2])
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
-        new_queue = queue.lines()
+        new_queue = queue.raw_lines()   # bytes: a line that is not sampled is never decoded
         if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
             claims.pos, claims.ino = 0, None
@@ -146,18 +148,18 @@ class StatsRecorder:
             except OSError:
                 self._every = 1
         k = self._every
-        for line in new_queue:
-            if is_data(line) and line.startswith(("http://", "https://")):
-                url = line.split("\t", 1)[0].strip()
-                if k == 1 or zlib.crc32(url.encode("utf-8", "replace")) % k == 0:
-                    self.census.add(url, 1)
-        for rec in claims.lines():
-            if rec.startswith("C\t"):
-                f = rec.split("\t", 6)
+        for raw in new_queue:
+            if raw.startswith((b"http://", b"https://")):
+                url = raw.split(b"\t", 1)[0].strip()
+                if k == 1 or zlib.crc32(url) % k == 0:
+                    self.census.add(url.decode("utf-8", "replace"), 1)
+        for rec in claims.raw_lines():
+            if rec.startswith(b"C\t"):
+                f = rec.split(b"\t", 6)
                 if len(f) > 5:
                     url = f[5].strip()
-                    if k == 1 or zlib.crc32(url.encode("utf-8", "replace")) % k == 0:
-                        self.census.add(url, -1)
+                    if k == 1 or zlib.crc32(url) % k == 0:
+                        self.census.add(url.decode("utf-8", "replace"), -1)
 
     def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
                rejected_claims: int = 0, when: float | None = None) -> str:
