@@ -19,14 +19,14 @@ by a live worker), crawled (a line of crawled.txt) or failed (a line of failed.t
 
 The claim step: take ``frontier.lock`` (a sidecar file, never a data file), read what other
 processes appended since our last look (incremental reads of append-only files, so the cost does
-not grow with the queue), scan a bounded window of queue.txt from the first unclaimed line for
-eligible URLs (host ready, retry time come, budget left), append one journal write, release the
-lock. Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which
+not grow with the queue), ask the selection index (``spider/order.py``: the pending lines by host
+and priority) for the best URL of a host that is ready (retry time come, budget left), append one
+journal write, release the lock. Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which
 a kill cannot tear. Whole-file rewrites (start and end of a run) go through ``atomic_write``.
 
-Each process keeps derived state: the journal cursor, hosts' next-allowed times, in-flight claims
-and a ``SeenSet`` of every URL ever queued, crawled or failed (deduplication without re-reading
-files). A replaced file (new inode) makes a process rebuild its view from the files.
+Each process keeps derived state: the journal cursor, hosts' next-allowed times, in-flight claims,
+the selection index of pending lines, and a ``SeenSet`` of every URL ever queued, crawled or
+failed (deduplication without re-reading files). A replaced file (new inode) makes a process rebuild its view from the files.
 """
 
 from __future__ import annotations
