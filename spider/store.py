@@ -762,7 +762,10 @@ class FileStore:
                     return url
                 if key in self._texts:
                     first = self._hashes.read_at(self._texts[key], 16384).split(b"\n", 1)[0]
-                    return first.decode("utf-8", "replace").split("\t")[1].strip() or url
+                    fields = first.decode("utf-8", "replace").split("\t")
+                    if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
+                        return fields[1].strip()
+                    # a line cut by power loss, or another hash sharing these 64 bits: not a copy
                 off = self._hashes.append(f"{text_hash}\t{url}\n")
                 self._hashes.pos = off + len(text_hash) + len(url.encode("utf-8")) + 2
                 self._texts[key] = off
@@ -1097,7 +1100,8 @@ def tidy(folder: Path) -> list[str]:
     """At the start of a crawl (nothing else writes): end logs cut by power loss, and remove
     temp files of rewrites a kill interrupted. Returns what it reported."""
     rep = Repair()
-    for name in (REJECTED, "fetch.log", "errors.log", HASHES, DUPLICATES, "stats.txt"):
+    for name in (REJECTED, "fetch.log", "errors.log", HASHES, DUPLICATES, "stats.txt", CHECKS,
+                 "schedule.txt", "removed.txt", "links.txt", "lastmod.txt"):
         _end_torn_log(Path(folder) / name, rep)
     _mend_journal_header(Path(folder) / CLAIMS)
     for tmp in Path(folder).glob(".*.tmp"):

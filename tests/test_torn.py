@@ -418,3 +418,17 @@ def test_page_recorded_by_a_dead_worker_is_counted(tmp_path):
     parent.reissue(1)
     counts = parent.refresh()
     assert (counts.crawled, counts.pending, counts.in_flight) == (1, 1, 0)
+
+
+def test_a_cut_line_of_hashes_txt_is_not_taken_for_a_first_page(tmp_path):
+    """Power loss cut hashes.txt inside a hash: the next start ends the line, and a page with that
+    text is the first of its text, not a copy of a URL that is not there."""
+    from spider.store import FileStore, tidy
+
+    h = "0123456789abcdef0123456789abcdef"
+    (tmp_path / "hashes.txt").write_text("# text_hash\tfirst_url\n" + h[:20])
+    tidy(tmp_path)
+    assert (tmp_path / "hashes.txt").read_text().endswith(h[:20] + "\n")
+    store = FileStore(tmp_path, owner=1).open()
+    assert store.first_with_text(h, "http://a.test/x") == "http://a.test/x"
+    assert store.first_with_text(h, "http://a.test/y") == "http://a.test/x"
