@@ -150,16 +150,16 @@ class StatsRecorder:
         k = self._every
         for raw in new_queue:
             if raw.startswith((b"http://", b"https://")):
-                url = raw.split(b"\t", 1)[0].strip()
-                if k == 1 or zlib.crc32(url) % k == 0:
-                    self.census.add(url.decode("utf-8", "replace"), 1)
+                link = raw.split(b"\t", 1)[0].strip()
+                if k == 1 or zlib.crc32(link) % k == 0:
+                    self.census.add(link.decode("utf-8", "replace"), 1)
         for rec in claims.raw_lines():
             if rec.startswith(b"C\t"):
-                f = rec.split(b"\t", 6)
-                if len(f) > 5:
-                    url = f[5].strip()
-                    if k == 1 or zlib.crc32(url) % k == 0:
-                        self.census.add(url.decode("utf-8", "replace"), -1)
+                parts = rec.split(b"\t", 6)
+                if len(parts) > 5:
+                    link = parts[5].strip()
+                    if k == 1 or zlib.crc32(link) % k == 0:
+                        self.census.add(link.decode("utf-8", "replace"), -1)
 
     def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
                rejected_claims: int = 0, when: float | None = None) -> str:
