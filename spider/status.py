@@ -104,7 +104,7 @@ def report(folder: Path, name: str) -> str:
     if not (folder / SIGNATURE).exists() and c.pending == 0 and c.completed == 0:
         out.append("note      nothing crawled yet")
     out += _selection_lines(folder, c, total_bytes, pending_urls)
-    out += _freshness_lines(folder)
+    out += _freshness_lines(folder, c.crawled)
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -138,12 +138,12 @@ def report(folder: Path, name: str) -> str:
     return "\n".join(out)
 
 
-def _freshness_lines(folder: Path) -> list[str]:
+def _freshness_lines(folder: Path, crawled: int) -> list[str]:
     """Recrawl: how many crawled pages are due for a check, and which were found removed."""
     from . import recrawl
 
     out = []
-    if (folder / recrawl.SCHEDULE).exists():
+    if crawled:
         due = recrawl.due_pages(folder, time.time())
         out.append(f"due       {len(due)} crawled page(s) due for a check (`recrawl` fetches them)")
     gone = recrawl.removed_urls(folder)
