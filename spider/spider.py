@@ -275,7 +275,7 @@ class Spider:
                 extra = self._take_page(claim, result)
             if 200 <= result.status < 300:   # when to check it again, and with which validators
                 self.store.log("schedule", recrawl.after_fetch(
-                    claim.url, now, getattr(result, "etag", None), getattr(result, "last_modified", None),
+                    claim.url, now, result.etag, result.last_modified,
                     extra.get("content_hash") or f"{result.content_type or '-'}:{result.size}",
                     self.config.recrawl_min, self.config.recrawl_max).line())
             self.store.settle(claim, "crawled", record=crawled_line(
@@ -366,8 +366,8 @@ class Spider:
             self._take_page(claim, result)   # its new links join the queue
         elif isinstance(result, Response) and result.status in REDIRECT_STATUSES and result.location:
             self.add_links_to_queue(claim.url, [result.location], max(0, entry.depth - 1))
-        etag = getattr(result, "etag", None)
-        last_modified = getattr(result, "last_modified", None)
+        etag = result.etag if isinstance(result, Response) else None
+        last_modified = result.last_modified if isinstance(result, Response) else None
         after = recrawl.after_check(page, now, what, etag, last_modified, new_hash,
                                     cfg.recrawl_min, cfg.recrawl_max)
         self._schedule()[claim.url] = after
