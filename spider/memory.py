@@ -72,7 +72,7 @@ class MemoryStore:
         for q in due:
             e = self._pending[q]
             self._frontier.push(host_key(e.url), self.order.score(e.url, e.depth), q)
-        wait = delayed_wait(((self._pending[q].url, self._pending[q].not_before) for q in self._delayed),
+        wait = delayed_wait(((host_key(self._pending[q].url), self._pending[q].not_before) for q in self._delayed),
                             lambda h: self.host_next.get(h, 0.0))
         while len(taken) < limit:
             host, seq, w = self._frontier.select(now, lambda h: self.host_next.get(h, 0.0),

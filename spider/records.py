@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
 
 QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\t[kind]\n"
 KINDS = ("-", "recheck")
@@ -116,6 +118,18 @@ def failed_line(url: str, reason: str, depth: int, fetched_at: float) -> str:
 
 def rejected_line(url_or_line: str, reason: str, source: str = "-") -> str:
     return f"{clean(url_or_line)}\t{clean(reason)}\t{clean(source)}\n"
+
+
+def data_fields(path: Path) -> Iterator[list[str]]:
+    """The TAB-split data lines of a state file (a BOM and CRLF from a hand edit are fine);
+    nothing at all when the file is missing or unreadable. For readers that report or export."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+            for line in f:
+                if is_data(line):
+                    yield line.rstrip("\r\n").split("\t")
+    except OSError:
+        return
 
 
 def first_field(line: str) -> str:

@@ -25,9 +25,8 @@ import time
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Iterator
 
-from .records import clean, first_field, is_data, is_redirect_hop, utc_stamp
+from .records import clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
 from .seen import SeenSet
 
 SCHEDULE, CHECKS, REMOVED, LASTMOD = "schedule.txt", "checks.txt", "removed.txt", "lastmod.txt"
@@ -122,16 +121,6 @@ def after_check(page: Page, now: float, result: str, etag: str | None, last_modi
 
 # -- reading the files ------------------------------------------------------------------------------
 
-def _data(path: Path) -> Iterator[list[str]]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if is_data(line):
-                    yield line.rstrip("\n").split("\t")
-    except FileNotFoundError:
-        return
-
-
 def parse_schedule_line(f: list[str]) -> Page | None:
     if len(f) < 9:
         return None
@@ -145,7 +134,7 @@ def parse_schedule_line(f: list[str]) -> Page | None:
 def read_schedule(folder: Path) -> dict[str, Page]:
     """schedule.txt as url -> latest Page (lines that do not parse are skipped)."""
     out: dict[str, Page] = {}
-    for f in _data(Path(folder) / SCHEDULE):
+    for f in data_fields(Path(folder) / SCHEDULE):
         page = parse_schedule_line(f)
         if page is not None:
             out[page.url] = page
@@ -174,7 +163,7 @@ def parse_stamp(text: str) -> float | None:
 def read_lastmod(folder: Path) -> dict[str, float]:
     """lastmod.txt (from sitemaps) as url -> Unix time; the last line of a URL wins."""
     out: dict[str, float] = {}
-    for f in _data(Path(folder) / LASTMOD):
+    for f in data_fields(Path(folder) / LASTMOD):
         if len(f) > 1:
             t = parse_stamp(f[1])
             if t is not None:
@@ -184,7 +173,7 @@ def read_lastmod(folder: Path) -> dict[str, float]:
 
 def removed_urls(folder: Path) -> dict[str, tuple[str, str]]:
     """removed.txt as url -> (date, reason)."""
-    return {f[0]: (f[1], f[2]) for f in _data(Path(folder) / REMOVED) if len(f) > 2}
+    return {f[0]: (f[1], f[2]) for f in data_fields(Path(folder) / REMOVED) if len(f) > 2}
 
 
 def due_pages(folder: Path, now: float, everything: bool = False) -> list[tuple[str, int]]:
@@ -283,7 +272,7 @@ def mark_inactive(folder: Path, seeds: tuple[str, ...], now: float) -> list[str]
         return []
     linked = linked_urls(folder, live)
     misses: dict[str, int] = {}
-    for f_ in _data(folder / UNLINKED):
+    for f_ in data_fields(folder / UNLINKED):
         if len(f_) > 1 and f_[1].isdigit():
             misses[f_[0]] = int(f_[1])
     marked: list[str] = []

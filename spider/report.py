@@ -24,6 +24,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from urllib.parse import urlsplit
 
 from .census import Sample, top_patterns, trap_alarm
+from .records import data_fields
 from .stats import StatsRow, read_stats
 from .store import atomic_write
 
@@ -71,18 +72,6 @@ class ReportData:
     patterns: list[tuple[str, int]] = field(default_factory=list)
 
 
-def _data_lines(path: Path) -> Iterator[list[str]]:
-    """TAB-split data lines of a file; nothing at all if it is missing or unreadable."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.lstrip("\ufeff").rstrip("\r\n")
-                if line.strip() and not line.lstrip().startswith("#"):
-                    yield line.split("\t")
-    except OSError:
-        return
-
-
 def _int(text: str, default: int = 0) -> int:
     try:
         return int(text)
@@ -111,7 +100,7 @@ def _parse_stamp(text: str) -> Optional[float]:
 
 
 def _read_crawled(folder: Path, data: ReportData) -> None:
-    for f in _data_lines(folder / CRAWLED):
+    for f in data_fields(folder / CRAWLED):
         if len(f) < 2 or not _is_url(f[0]) or not re.fullmatch(r"[1-9][0-9]{2}", f[1]):
             continue
         status = f[1]
@@ -128,7 +117,7 @@ def _read_crawled(folder: Path, data: ReportData) -> None:
 
 
 def _read_failed(folder: Path, data: ReportData) -> None:
-    for f in _data_lines(folder / FAILED):
+    for f in data_fields(folder / FAILED):
         if len(f) < 2 or not _is_url(f[0]):
             continue
         reason = f[1].strip() or "?"
@@ -152,7 +141,7 @@ def _pending_urls(folder: Path) -> Iterator[str]:
     says which); the report reads all of them, so for a running crawl "pending" and the pattern
     counts are an upper bound. After a clean stop queue.txt holds exactly the pending URLs.
     """
-    for f in _data_lines(folder / QUEUE):
+    for f in data_fields(folder / QUEUE):
         url = f[0].strip()
         if _is_url(url):
             yield url
@@ -160,7 +149,7 @@ def _pending_urls(folder: Path) -> Iterator[str]:
 
 def _read_settings(folder: Path) -> list[str]:
     seeds = []
-    for f in _data_lines(folder / SETTINGS):
+    for f in data_fields(folder / SETTINGS):
         key, sep, value = f[0].partition("=")
         if sep and key.strip() == "seed" and value.strip():
             seeds.append(value.strip())
@@ -175,10 +164,10 @@ def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
     data.stats = sorted(rows, key=lambda r: r.unix)
     _read_crawled(folder, data)
     _read_failed(folder, data)
-    for f in _data_lines(folder / REJECTED):
+    for f in data_fields(folder / REJECTED):
         if len(f) >= 2:
             data.rejected[_rejection_reason(f[1])] += 1
-    for f in _data_lines(folder / DUPLICATES):
+    for f in data_fields(folder / DUPLICATES):
         kind = f[1].strip() if len(f) > 1 else ""
         if kind == "variant":
             data.variants += 1

@@ -6,13 +6,14 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Iterator
 
 from . import config as settings
 from .crawl import RUNNING
 from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
-from .records import first_field, is_data, is_redirect_hop
+from .records import data_fields, first_field, is_redirect_hop
 from .census import top_patterns
 from .stats import alarm_from_rows, discovery_ratio, read_stats
 from .store import CRAWLED, DUPLICATES, FAILED, REJECTED, SIGNATURE, FileStore
@@ -39,12 +40,9 @@ def running_state(folder: Path) -> str:
     return f"yes (pid {pid}, {info.get('workers', '?')} workers, since {info.get('started', '?')})"
 
 
-def _lines(path: Path):  # type: ignore[no-untyped-def]
-    if path.exists():
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if is_data(line):
-                    yield line.rstrip("\n")
+def _lines(path: Path) -> Iterator[str]:
+    """The data lines of a file, whole (status reads a few fields of each)."""
+    return ("\t".join(f) for f in data_fields(path))
 
 
 def report(folder: Path, name: str) -> str:

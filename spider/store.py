@@ -177,12 +177,9 @@ class Counts:
 
 
 def delayed_wait(items: Iterable[tuple[str, float]], ready_at: Callable[[str], float]) -> float | None:
-    """When the first of these retries (url, not_before) may go: its time and its host's slot."""
-    best: float | None = None
-    for url, not_before in items:
-        t = max(not_before, ready_at(host_key(url)))
-        best = t if best is None else min(best, t)
-    return best
+    """When the first of these retries (host, not_before) may go: the later of its own time and
+    its host's slot. Both stores ask this when nothing could be claimed."""
+    return min((max(not_before, ready_at(host)) for host, not_before in items), default=None)
 
 
 def claim_limit(limit: int, max_pages: int | None, counts: Counts) -> int:
@@ -404,12 +401,13 @@ class FileStore:
             if is_data(line):
                 self._lines += 1
                 if track:
-                    url = line.split("\t", 1)[0].strip()
+                    fields = line.split("\t", 4)   # split once: dedup and the index both use it
+                    url = fields[0].strip()
                     if seen.add(url) and counting:
                         h = host_key(url)
                         admitted[h] = admitted.get(h, 0) + 1
                     if off >= self._cursor:
-                        self._index(off, line)
+                        self._index(off, fields, url)
             elif off >= self._cursor:
                 self._consume(off, _end, False)   # blank and # lines: nothing to claim, every process agrees
 
@@ -522,9 +520,7 @@ class FileStore:
             records: list[str] = []
             host_next = self._host_next
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
-            wait: float | None = None
-            if self._delayed:   # a retry can go when its time has come and its host is ready
-                wait = min(max(nb, ready_at(h)) for nb, _, h, _ in self._delayed)
+            wait = delayed_wait(((h, nb) for nb, _, h, _ in self._delayed), ready_at)
             while len(taken) < limit:
                 # The selection policy (spider/order.py): the best URL of a host that is ready.
                 host, off, w = self._frontier.select(now, ready_at, self._live)
@@ -572,10 +568,9 @@ class FileStore:
     def _score(self, url: str, depth: int) -> int:
         return self.order.score(url, depth) if url.startswith(("http://", "https://")) else BAD_LINE_SCORE
 
-    def _index(self, off: int, line: str) -> None:
-        """Put a pending queue line in the selection index (or the waiting room, if not due)."""
-        fields = line.split("\t", 4)
-        url = fields[0].strip()
+    def _index(self, off: int, fields: list[str], url: str) -> None:
+        """Put a pending queue line (split at its first four TABs) in the selection index, or in
+        the waiting room if it is not due."""
         host = host_key(url) if url.startswith(("http://", "https://")) else ""
         try:
             depth = int(fields[1]) if len(fields) > 1 and fields[1] else 0
