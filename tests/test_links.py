@@ -663,3 +663,33 @@ def test_typical_page_links_found():
     page = finder.parse(body, "utf-8")
     assert len(page.links) == 40
     assert page.links[0].href == "/section/0/page.html?ref=nav&i=0"
+
+
+# -- the text hash's fast fold (XSLT) gives exactly the Python fold ----------------------------
+
+_SPACES = ["\t", "\n", "\r", " ", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2003", "\u3000", "\u200b"]
+_HTML_PIECES = st.lists(st.one_of(
+    st.sampled_from(["<p>", "</p>", "<div>", "</div>", "<em>", "</em>", "<br>", "<script>x()</script>",
+                     "<!-- c -->", "&amp;", "&nbsp;", "&#12;", "<title>T</title>", "<style>s{}</style>",
+                     "<textarea> t </textarea>", "<pre>  a\n b</pre>", "é", "\U0001f600", "\x01", "\x00"]),
+    st.sampled_from(_SPACES),
+    st.text(alphabet="ab <>&", max_size=6)), max_size=25).map("".join)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(html=_HTML_PIECES)
+def test_fast_text_fold_equals_the_python_fold(html: str) -> None:
+    import copy
+    import hashlib
+
+    from lxml import etree
+    from spider.links import _INVISIBLE_TAGS, _fold, _parser
+
+    root = etree.fromstring(html, _parser()) if html.strip() else None
+    if root is None:
+        return
+    reference = copy.deepcopy(root)   # the plain Python way: strip, join every text node, fold
+    etree.strip_elements(reference, *_INVISIBLE_TAGS, with_tail=False)
+    text = _fold(" ".join(reference.itertext()))
+    expected = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() if text else None
+    assert LinkFinder._text_hash(root, None) == expected, repr(html)

@@ -775,3 +775,47 @@ def test_resolve_fast_path_equals_normalize_of_the_joined_url(base: str, href: s
     except ValueError:
         expected = None
     assert got == expected, (base, href)
+
+
+# -- the shortcut for URLs already in normal form agrees with the full rules ------------------
+
+_NEAR_NORMAL = st.builds(
+    lambda scheme, host, port, path, query: f"{scheme}://{host}{port}{path}{query}",
+    st.sampled_from(["http", "https", "HTTP"]),
+    st.sampled_from(["a.test", "127.0.0.1", "x-y.a_b.test", "A.test", "a.test.", "a..test", "-a.test",
+                     "x" * 64 + ".test", ".".join(["abcdefghi"] * 26)]),
+    st.sampled_from(["", ":80", ":443", ":8080", ":080", ":65535", ":65536", ":99999", ":0", ":"]),
+    st.lists(st.sampled_from(["a", "Z9", ".", "..", "", ".x", "~-_", "%41", "%2e"]), max_size=5)
+    .map(lambda segments: "".join("/" + s for s in segments)),
+    st.one_of(st.just(""), st.just("?"),
+              st.builds(lambda k, v: f"?{k}={v}", st.sampled_from(["v", "utm_source", "UTM_x", "fbclid", "q"]),
+                        st.text(alphabet="az09._~!$'()*+,;=:@/?-&%#", max_size=8)),
+              st.text(alphabet="?az=&", max_size=8)),
+)
+
+
+@given(url=_NEAR_NORMAL)
+def test_already_normal_shortcut_agrees_with_the_full_rules(url: str) -> None:
+    from spider.urls import _is_normal, _normalize
+
+    if _is_normal(url):
+        assert _normalize(url) == url, url
+    try:
+        expected: str | None = _normalize(url)
+    except ValueError:
+        expected = None
+    try:
+        got: str | None = normalize(url)
+    except ValueError:
+        got = None
+    assert got == expected, url
+
+
+def test_already_normal_shortcut_takes_the_common_shapes() -> None:
+    from spider.urls import _is_normal
+
+    assert _is_normal("http://127.0.0.1:8080/p/1.html")
+    assert _is_normal("https://example.org/docs/?page=2")
+    for url in ("http://example.org", "http://Example.org/", "http://example.org:80/", "http://a/b/../c",
+                "http://a/b?utm_source=x", "http://a/b?x=1&a=2", "http://a/%41", "http://a/b#f"):
+        assert not _is_normal(url), url
