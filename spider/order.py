@@ -76,7 +76,7 @@ class _Bucket:
     __slots__ = ("items", "head")
 
     def __init__(self) -> None:
-        self.items = array("q")
+        self.items = array("I")   # 4 bytes an item: offsets in queue.txt below 4 GiB (widened past it)
         self.head = 0
 
     def __len__(self) -> int:
@@ -85,10 +85,14 @@ class _Bucket:
     def add(self, seq: int) -> None:
         """Keep seq order: appended normally; a retry that comes due late is inserted in place."""
         items = self.items
-        if len(items) == self.head or seq > items[-1]:
-            items.append(seq)
-        else:
-            items.insert(bisect.bisect_left(items, seq, self.head), seq)
+        try:
+            if len(items) == self.head or seq > items[-1]:
+                items.append(seq)
+            else:
+                items.insert(bisect.bisect_left(items, seq, self.head), seq)
+        except OverflowError:   # past 4 GiB of queue.txt: this bucket goes to 8 bytes an item
+            self.items = array("q", items)
+            self.add(seq)
 
     def peek(self, lifo: bool) -> int:
         return self.items[-1] if lifo else self.items[self.head]

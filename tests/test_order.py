@@ -249,6 +249,13 @@ def test_many_fifo_pops_of_one_host_keep_order_through_compaction():
     assert [s for _, s in drain(f)] == list(range(3000, 3010))
 
 
+def test_offsets_past_4_gib_keep_their_order():
+    f = Frontier()                                              # 4-byte items until an offset needs 8
+    for seq in (5, 2**32 - 1, 2**32, 2**40 + 7, 9):             # 9: a late retry, inserted in place
+        f.push("a", 0, seq)
+    assert [s for _, s in drain(f)] == [5, 9, 2**32 - 1, 2**32, 2**40 + 7]
+
+
 # -- Frontier.select against a brute-force model ----------------------------------------------------
 
 HOSTS = ("h0", "h1", "h2", "h3")
