@@ -23,6 +23,14 @@ from __future__ import annotations
 import email.utils
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from .policy import FetchFailure
+
+if TYPE_CHECKING:   # types only: store and fetch import this module
+    from .config import CrawlConfig
+    from .fetch import Response
+    from .store import Store
 
 MAX_RETRY_AFTER = 3600.0
 PARK_AFTER = 10
@@ -97,3 +105,19 @@ def after_failure(state: HostState, now: float, floor: float) -> HostState:
         return HostState(max(state.next_allowed, now + PARK_FOR), effective_delay(state, floor), 0,
                          f"parked after {failures} connection errors")
     return replace(state, failures=failures)
+
+
+def tell_host(store: "Store", host: str, outcome: "Response | FetchFailure", now: float, floor: float,
+              config: "CrawlConfig") -> None:
+    """Update a host's shared state after a request (page, robots.txt or sitemap alike), and only
+    when the outcome changes it: an update costs the frontier lock and a journal record."""
+    if isinstance(outcome, FetchFailure):
+        if outcome.transient:
+            store.update_host(host, lambda s: after_failure(s, now, floor))
+        return
+    resp = outcome
+    state = store.host_state(host)
+    if (resp.status in (429, 503) or state.delay > floor or state.failures or state.reason != "-"
+            or config.auto_throttle):
+        store.update_host(host, lambda s: after_response(
+            s, now, resp.status, resp.retry_after, resp.elapsed, floor, config.max_delay, config.auto_throttle))

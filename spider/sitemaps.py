@@ -41,7 +41,7 @@ from lxml import etree
 from .config import CrawlConfig
 from .fetch import Fetcher, Response
 from .policy import REDIRECT_STATUSES, FetchFailure
-from .politeness import after_failure, after_response, effective_delay
+from .politeness import effective_delay, tell_host
 from .records import QueueEntry, clean, rejected_line, utc_stamp
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
@@ -538,16 +538,7 @@ class _Seeder:
         return result
 
     def _adapt(self, host: str, result: Response | FetchFailure) -> None:
-        now, floor = self.clock(), self.floor(host)
-        if isinstance(result, FetchFailure):
-            if result.transient:
-                self.store.update_host(host, lambda s: after_failure(s, now, floor))
-            return
-        state = self.store.host_state(host)
-        if result.status in (429, 503) or state.delay > floor or state.failures or state.reason != "-":
-            self.store.update_host(host, lambda s: after_response(
-                s, now, result.status, result.retry_after, result.elapsed, floor,
-                self.config.max_delay, self.config.auto_throttle))
+        tell_host(self.store, host, result, self.clock(), self.floor(host), self.config)
 
     def _log_fetch(self, url: str, result: Response | FetchFailure) -> None:
         if isinstance(result, FetchFailure):

@@ -22,7 +22,7 @@ from .config import CrawlConfig
 from .fetch import Fetcher, Response
 from .links import Link, LinkFinder
 from .policy import REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
-from .politeness import after_failure, after_response, effective_delay
+from .politeness import effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
 from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, utc_stamp
@@ -225,17 +225,7 @@ class Spider:
     def _adapt(self, url: str, result: Response | FetchFailure) -> None:
         """Tell the host's shared politeness state what happened (only when it changes it)."""
         host = host_key(url)
-        now, floor = self.clock(), self.floor(host)
-        if isinstance(result, FetchFailure):
-            if result.transient:
-                self.store.update_host(host, lambda s: after_failure(s, now, floor))
-            return
-        state = self.store.host_state(host)
-        if (result.status in (429, 503) or state.delay > floor or state.failures or state.reason != "-"
-                or self.config.auto_throttle):
-            self.store.update_host(host, lambda s: after_response(
-                s, now, result.status, result.retry_after, result.elapsed, floor,
-                self.config.max_delay, self.config.auto_throttle))
+        tell_host(self.store, host, result, self.clock(), self.floor(host), self.config)
 
     def _follow(self, claim: Claim, resp: Response, chain: list[str]) -> Claim | None:
         """One redirect hop: check the target, record this URL as a hop, claim the target."""
