@@ -113,6 +113,7 @@ class Admission:
         self.deny = [re.compile(p) for p in config.deny]
         self.traps = TrapRules.from_settings(config.traps, not config.no_traps)
         self.clock = clock
+        self._day: tuple[int, datetime.date] = (-1, datetime.date.min)   # (UTC day number, its date)
 
     def clean(self, url: str) -> str:
         """The URL as it is deduplicated and queued: without session ids."""
@@ -123,16 +124,24 @@ class Admission:
             return "url too long"
         if not self.scope.allows(url):
             return "scope"
-        if any(p.search(url) for p in self.deny):
+        if self.deny and any(p.search(url) for p in self.deny):
             return "deny"
         if self.allow and not any(p.search(url) for p in self.allow):
             return "allow"
-        trap = self.traps.check(url, datetime.datetime.fromtimestamp(self.clock(), datetime.timezone.utc).date())
+        trap = self.traps.check(url, self._today())
         if trap:
             return trap
         if depth > self.max_depth:
             return "depth"
         return None
+
+    def _today(self) -> datetime.date:
+        """Today's UTC date, built once a day rather than once per URL."""
+        now = self.clock()
+        day = int(now // 86400)
+        if day != self._day[0]:
+            self._day = (day, datetime.datetime.fromtimestamp(now, datetime.timezone.utc).date())
+        return self._day[1]
 
     def check_seed(self, url: str) -> str | None:
         """Seeds are in scope by definition and typed by the user: no pattern applies to them."""

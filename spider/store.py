@@ -242,25 +242,33 @@ class _File:
         self.pos = 0
         return True
 
-    def read_new(self) -> Iterator[tuple[int, int, str]]:
-        """Complete lines appended since the last call, with their byte offsets.
+    def read_chunks(self) -> Iterator[tuple[int, bytes]]:
+        """Whole lines appended since the last call, as (offset, bytes) chunks of about 1 MB.
 
-        Read in chunks, so catching up with a 60 MB queue.txt does not hold 60 MB at once."""
+        A line still being written (no newline yet) waits for the next call; a line longer than
+        a chunk is read whole, never cut."""
         assert self.fd is not None
         size = os.fstat(self.fd).st_size
         chunk = READ_CHUNK
         while self.pos < size:
             data = os.pread(self.fd, min(size - self.pos, chunk), self.pos)
-            stop = data.rfind(b"\n") + 1   # a line still being written waits for the next call
+            stop = data.rfind(b"\n") + 1
             if stop == 0:
                 if self.pos + len(data) >= size:
                     return
-                chunk *= 2   # a line longer than the chunk: read more, never cut a line
+                chunk *= 2
                 continue
             chunk = READ_CHUNK
             base = self.pos
             self.pos += stop
-            start = 0
+            yield base, data[:stop] if stop < len(data) else data
+
+    def read_new(self) -> Iterator[tuple[int, int, str]]:
+        """Complete lines appended since the last call, with their byte offsets.
+
+        Read in chunks, so catching up with a 60 MB queue.txt does not hold 60 MB at once."""
+        for base, data in self.read_chunks():
+            start, stop = 0, len(data)
             while start < stop:
                 nl = data.find(b"\n", start, stop) + 1 or stop
                 yield base + start, base + nl, data[start:nl].decode("utf-8", "replace")
@@ -394,22 +402,36 @@ class FileStore:
                 continue   # not a journal record (a hand edit); recovery ignores it as well
 
     def _read_queue(self) -> None:
-        """Take in the lines appended to queue.txt since the last look (ours included)."""
-        seen, track = self.seen, self._track_seen
+        """Take in the lines appended to queue.txt since the last look (ours included).
+
+        This is most of a resume's start-up (a million pending lines are read once), so it works
+        on whole chunks: an ASCII chunk (every line the crawler writes) is decoded once and split
+        in C; a chunk with other bytes is decoded line by line, so offsets stay exact."""
+        seen_add, track = self.seen.add, self._track_seen
         admitted, counting = self._admitted, self.max_per_host is not None
-        for off, _end, line in self._queue.read_new():
-            if is_data(line):
-                self._lines += 1
-                if track:
-                    fields = line.split("\t", 4)   # split once: dedup and the index both use it
-                    url = fields[0].strip()
-                    if seen.add(url) and counting:
-                        h = host_key(url)
-                        admitted[h] = admitted.get(h, 0) + 1
-                    if off >= self._cursor:
-                        self._index(off, fields, url)
-            elif off >= self._cursor:
-                self._consume(off, _end, False)   # blank and # lines: nothing to claim, every process agrees
+        index, cursor = self._index, self._cursor
+        for base, data in self._queue.read_chunks():
+            ascii_ = data.isascii()
+            lines: list = data.decode("ascii").split("\n") if ascii_ else data.split(b"\n")
+            lines.pop()   # what follows the last newline: nothing
+            off = base
+            for raw in lines:
+                end = off + len(raw) + 1
+                line = raw if ascii_ else raw.decode("utf-8", "replace")
+                if line[:4] == "http" or is_data(line):
+                    self._lines += 1
+                    if track:
+                        fields = line.split("\t", 4)   # split once: dedup and the index both use it
+                        url = fields[0].strip()
+                        if seen_add(url) and counting:
+                            h = host_key(url)
+                            admitted[h] = admitted.get(h, 0) + 1
+                        if off >= cursor:
+                            index(off, fields, url)
+                elif off >= self._cursor:
+                    self._consume(off, end, False)   # blank and # lines: nothing to claim, every process agrees
+                    cursor = self._cursor
+                off = end
 
     def _apply(self, record: str) -> None:
         kind = record[:1]
@@ -574,7 +596,8 @@ class FileStore:
         host = host_key(url) if url.startswith(("http://", "https://")) else ""
         try:
             depth = int(fields[1]) if len(fields) > 1 and fields[1] else 0
-            not_before = float(fields[3]) if len(fields) > 3 and fields[3] else 0.0
+            nb = fields[3] if len(fields) > 3 else ""
+            not_before = float(nb) if nb and nb != "0" else 0.0
         except ValueError:   # reported when claimed: first in line, so it is reported soon
             host, depth, not_before = "", 0, 0.0
         score = self.order.score(url, depth) if host else BAD_LINE_SCORE
@@ -1045,10 +1068,14 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                         rep.pending += 1
                     continue
             try:
-                if not raw.endswith("\n") and "\t" in line:   # only bare URLs are hand-written so
-                    raise ValueError("torn last line")
-                e = parse_queue_line(line)
-                url = e.url if _trusted(line) else normalize(e.url)
+                if "\t" not in line:   # a bare URL, the way a person adds one
+                    e = QueueEntry(line.strip())
+                    url = normalize(e.url)
+                else:
+                    if not raw.endswith("\n"):   # only bare URLs are hand-written so
+                        raise ValueError("torn last line")
+                    e = parse_queue_line(line)
+                    url = e.url if _trusted(line) else normalize(e.url)
             except ValueError as err:
                 rep.problems.append(f"{QUEUE}:{no}: not a crawlable URL ({err}): {line[:200]!r}")
                 rejected.append(rejected_line(line, f"{QUEUE}:{no}: {err}"))

@@ -118,15 +118,21 @@ class TrapRules:
             return "url-length"
         rest = url.split("://", 1)[-1]
         path, _, query = rest.partition("?")
-        segments = [s for s in path.split("/")[1:] if s]
+        segments = path.split("/")[1:]
+        if "" in segments:   # (this runs for every link found: plain loops, no generators)
+            segments = [s for s in segments if s]
         if self.path_segments is not None and len(segments) > self.path_segments:
             return "path-segments"
         if self.repeated_segments is not None and _repeats(segments, self.repeated_segments):
             return "repeated-segments"
-        params = [kv for kv in query.split("&") if kv] if query else []
-        if self.presentation_params and any(kv.split("=", 1)[0].lower() in self.presentation_params
-                                            for kv in params):
-            return "presentation-params"
+        params = query.split("&") if query else []
+        if "" in params:
+            params = [kv for kv in params if kv]
+        names = self.presentation_params
+        if names:
+            for kv in params:
+                if kv.partition("=")[0].lower() in names:
+                    return "presentation-params"
         if self.query_params is not None and len(params) > self.query_params:
             return "query-params"
         if (self.calendar is not None or self.calendar_past is not None) and \
@@ -138,6 +144,8 @@ class TrapRules:
 def _repeats(segments: list[str], times: int) -> bool:
     """Does a run of 1-4 segments occur ``times`` times in a row? (``a/b/a/b/a/b`` for 3)"""
     n = len(segments)
+    if times > 1 and len(set(segments)) == n:   # a repeat needs a segment that occurs twice
+        return False
     for width in range(1, 5):
         if width * times > n:
             break
@@ -163,6 +171,8 @@ def _dates(text: str, query: str) -> Iterable[datetime.date]:
 
 def _beyond(text: str, query: str, today: datetime.date, ahead: int | None, back: int | None) -> bool:
     """A date in the URL more than ``ahead`` days in the future or ``back`` days in the past."""
+    if not _DATE.search(text) and not _YEAR_KEY.search(query):   # most URLs hold no date at all
+        return False
     for d in _dates(text, query):
         delta = (d - today).days
         if ahead is not None and delta > ahead:

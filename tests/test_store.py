@@ -313,6 +313,26 @@ def test_garbage_written_into_the_queue_while_running_is_reported(tmp_path: Path
     assert s.refresh().pending == 0
 
 
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_reading_the_queue_keeps_exact_offsets_whatever_the_bytes(tmp_path: Path, monkeypatch, chunk: int):
+    """The queue is read in chunks, decoded whole when ASCII and line by line otherwise: every
+    line must still be claimed whole, once, at its own offset (small chunks force lines across
+    chunk ends and a line longer than a chunk)."""
+    import spider.store as store_module
+    monkeypatch.setattr(store_module, "READ_CHUNK", chunk)
+    lines = [A + "1\t0\t0\t0\t-", "# a comment", "", A + "caf%C3%A9\t0\t0\t0\thttp://a.test/\xe9t\xe9",
+             B + "x" * 300 + "\t0\t0\t0\t-", "  ", A + "2\r", B + "3\t1\t0\t0\t-"]
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    data = data.replace(b"\xc3\xa9t", b"\xff\xfet")   # bytes that are not UTF-8 at all
+    (tmp_path / QUEUE).write_bytes(data)
+    s = FileStore(tmp_path, owner=1).open()
+    assert s.refresh().pending == 5
+    got = [c.url for c in s.claim(10, 0.0, no_delay).claims]
+    assert sorted(got) == sorted([A + "1", A + "caf%C3%A9", B + "x" * 300, A + "2", B + "3"])
+    assert s.refresh().pending == 0
+    assert s.claim(10, 0.0, no_delay).claims == []
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_parsing_any_queue_line_raises_only_value_error(line: str):

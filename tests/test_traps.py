@@ -520,3 +520,37 @@ def test_read_stats_skips_garbage_and_a_missing_file_is_empty(tmp_path: Path):
     assert [r.unix for r in rows] == [1.0, 2.0]
     assert discovery_ratio(rows[0], rows[1]) == 2.0
     assert discovery_ratio(rows[1], rows[1]) is None                 # nothing fetched in between
+
+
+# -- the shortcuts of the hot path agree with the plain rules ---------------------------------------
+
+from hypothesis import given, settings, strategies as st   # noqa: E402
+
+from spider.traps import _DATE, _YEAR_KEY, _beyond, _dates, _repeats   # noqa: E402
+
+
+def _repeats_plainly(segments: list[str], times: int) -> bool:
+    """The rule as its docstring says it, by brute force."""
+    for width in range(1, 5):
+        for start in range(len(segments)):
+            run = segments[start:start + width]
+            if len(run) == width and segments[start:start + width * times] == run * times:
+                return True
+    return False
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "dd", "2026"]), max_size=12), st.integers(1, 4))
+def test_repeated_segments_shortcut_agrees_with_brute_force(segments: list[str], times: int) -> None:
+    assert _repeats(segments, times) == _repeats_plainly(segments, times)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789-/._?&=yearmonthx", max_size=40))
+def test_calendar_shortcut_agrees_with_every_date_found(text: str) -> None:
+    query = text.partition("?")[2]
+    today = datetime.date(2026, 6, 15)
+    plain = any((d - today).days > 365 or (today - d).days > 7300 for d in _dates(text, query))
+    assert _beyond(text, query, today, 365, 7300) == plain
+    if _DATE.search(text) is None and _YEAR_KEY.search(query) is None:
+        assert list(_dates(text, query)) == []   # what the shortcut relies on
