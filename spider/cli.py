@@ -100,7 +100,8 @@ CRAWL_OPTIONS = [
     click.option("--max-pages-per-host", type=click.IntRange(min=1),
                  help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget')."),
     click.option("--max-delay", type=click.FloatRange(min=0), metavar="SECONDS",
-                 help="Cap for robots.txt Crawl-delay and for backing off after 429/503.  [default: 60]"),
+                 help="Cap for robots.txt Crawl-delay and for backing off after 429/503 without "
+                      "Retry-After (a server's Retry-After is obeyed up to 1 hour).  [default: 60]"),
     click.option("--ignore-robots/--obey-robots", default=None,
                  help="Do not fetch or obey robots.txt (a warning is printed).  [default: obey]"),
     click.option("--follow-nofollow/--no-follow-nofollow", default=None,

@@ -52,11 +52,14 @@ class Summary:
     rejected: int
     seconds: float
     stopped_by: str    # "done", "budget", "interrupted"
+    this_run: int = -1   # pages crawled by this run (the counts above are the project's); -1: all
 
     def line(self) -> str:
-        rate = self.crawled / self.seconds if self.seconds > 0 else 0.0
+        now = self.crawled if self.this_run < 0 else self.this_run
+        rate = now / self.seconds if self.seconds > 0 else 0.0
         hops = f" (+{self.hops} redirects)" if self.hops else ""
-        return (f"crawled {self.crawled}{hops}, failed {self.failed}, pending {self.pending}, "
+        run = f" ({now} in this run)" if now != self.crawled else ""
+        return (f"crawled {self.crawled}{run}{hops}, failed {self.failed}, pending {self.pending}, "
                 f"rejected {self.rejected} in {self.seconds:.1f} s ({rate:.1f} pages/s)")
 
 
@@ -164,7 +167,7 @@ class Crawl:
         elif cfg.discover:   # discovery again: listing pages are fetched anew for new links
             self._queue_rechecks(store, lambda url: url in cfg.seeds or any(
                 re.search(p, url) for p in cfg.discover))
-        started = time.monotonic()
+        started, crawled_before = time.monotonic(), store.counts().crawled
         if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
             self._say(f"--max-pages {cfg.max_pages} already reached in this project; "
                       "nothing to do (raise it to go on)")
@@ -186,7 +189,8 @@ class Crawl:
         budget = cfg.max_pages is not None and counts.completed >= cfg.max_pages and counts.pending > 0
         summary = Summary(counts.crawled, counts.hops, counts.failed, store.refresh().pending,
                           count_lines(self.folder / "rejected.txt"), time.monotonic() - started,
-                          "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"))
+                          "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"),
+                          counts.crawled - crawled_before)
         self._finish_line(summary)
         if cfg.discover and code == EXIT_DONE and summary.pending:
             self._say(f"discovery done: {summary.pending} URL(s) left pending for the fetch run; "

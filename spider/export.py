@@ -204,15 +204,20 @@ def _date_key(text: str) -> str:
 
 
 def _parse_crawled(line: str) -> dict:
-    """A crawled.txt line (7 or 11 fields) as a record; ValueError when it is not one."""
+    """A crawled.txt line as a record; ValueError when it is not one.
+
+    The crawler writes 7 or 11 fields. A person may write fewer (a bare URL marks a page as done,
+    as the file format allows): the missing fields are unknown (null)."""
     f = _fields(line)
     n = len(f)
-    if n != 7 and n != 11:
-        raise ValueError(f"{n} fields (expected 7 or 11)")
-    if not _STATUS.fullmatch(f[1]):
+    if n not in (1, 7, 11):
+        raise ValueError(f"{n} fields (expected 1, 7 or 11)")
+    f += ["-"] * (11 - n)
+    if n > 1 and not _STATUS.fullmatch(f[1]):
         raise ValueError(f"not a status: {f[1]!r}")
-    long = n == 11
-    return {"url": _url(f[0]), "final_url": _opt(f[6]), "status": int(f[1]), "content_type": _opt(f[2]),
+    long = n > 7
+    return {"url": _url(f[0]), "final_url": _opt(f[6]), "status": int(f[1]) if n > 1 else None,
+            "content_type": _opt(f[2]),
             "bytes": _opt_int(f[3]), "depth": _opt_int(f[4]), "fetched_at": _opt_stamp(f[5]),
             "title": _opt(f[10]) if long else None, "content_hash": _opt(f[7]) if long else None,
             "canonical": _opt(f[8]) if long else None, "outlinks": _opt_int(f[9]) if long else None,
@@ -223,8 +228,9 @@ def _parse_failed(line: str) -> dict:
     """A failed.txt line (URL, reason, depth, fetched_at) as a record; a reason that is a status
     (``404``) is the status, any other reason (``timeout after 3 attempts``) means no status."""
     f = _fields(line)
-    if len(f) != 4:
-        raise ValueError(f"{len(f)} fields (expected 4)")
+    if not 2 <= len(f) <= 4:   # URL and reason, as the format says; the crawler adds depth and time
+        raise ValueError(f"{len(f)} fields (expected 2 to 4)")
+    f += ["-"] * (4 - len(f))
     if not f[1]:
         raise ValueError("no reason")
     return {"url": _url(f[0]), "final_url": None, "status": int(f[1]) if _STATUS.fullmatch(f[1]) else None,

@@ -160,7 +160,9 @@ def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str])
     out = []
     fetched = c.crawled + c.failed
     rows = read_stats(folder)
-    discovered = rows[-1].discovered if rows else c.pending + c.in_flight + c.crawled + c.hops + c.failed
+    # The live counts, as stats.txt computes them: its last row may be seconds older than
+    # ``fetched`` (early in a crawl that made the ratio read near zero).
+    discovered = c.pending + c.in_flight + c.crawled + c.hops + c.failed + c.rejected
     recent = None
     if len(rows) >= 2:
         last = rows[-1]
@@ -194,4 +196,6 @@ def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str])
 
 
 def _top(counter: Counter[str], n: int = 5) -> str:
-    return ", ".join(f"{k} {v}" for k, v in counter.most_common(n))
+    """The n most common, and how many kinds were left out."""
+    more = len(counter) - n
+    return ", ".join(f"{k} {v}" for k, v in counter.most_common(n)) + (f", +{more} more" if more > 0 else "")

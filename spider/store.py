@@ -1036,11 +1036,11 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         def keep(e: QueueEntry) -> None:
             if e.url in done and e.kind != "recheck":   # a recheck is of a crawled page, by design
                 return
-            if e.url in written:
+            reason = admit(e.url, e.depth)
+            if e.url in written and not reason:   # admitted twice: the later line's fields count
                 later[e.url] = e
                 return
-            reason = admit(e.url, e.depth)
-            if reason:
+            if reason:   # (a refused second line leaves the first one pending)
                 rejected.append(rejected_line(e.url, reason, e.source))
                 rep.refused[reason] = rep.refused.get(reason, 0) + 1
                 return
@@ -1052,11 +1052,11 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
             fields = line.split("\t") if raw.endswith("\n") and _trusted(line) else ()
             if len(fields) == 5:   # the shape of our own line: checked cheaply, copied as it is
                 url, depth, attempts, not_before = fields[:4]
-                if url in done:
-                    continue
                 if (url in written or not _COUNT.fullmatch(depth) or not _COUNT.fullmatch(attempts)
                         or not _UNIX_TIME.fullmatch(not_before) or not _PLAIN_URL.fullmatch(url)):
-                    pass   # the slow path below handles duplicates and odd fields
+                    pass   # the slow path below reports odd fields (even of a URL already done)
+                elif url in done:
+                    continue
                 else:
                     reason = admit(url, int(depth))
                     if reason:
@@ -1199,11 +1199,15 @@ def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, H
 
 
 def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: SeenSet) -> None:
-    """Collect the URLs of crawled/failed; unparsable lines reported and moved to rejected.txt."""
+    """Collect the URLs of crawled/failed; unparsable lines reported and moved to rejected.txt.
+
+    A short hand-written line (a bare URL marks a page as done) of a URL already on an earlier
+    line of the file is reported and moved too, or the page would be counted twice."""
     if not path.exists():
         atomic_write(path, HEADERS[path.name])
         return
     keep: list[str] = []
+    here = SeenSet()
     bad = False
     with open(path, "rb") as fb:
         bad = fb.read(3) == b"\xef\xbb\xbf"   # a BOM from a hand edit: rewrite without it
@@ -1227,9 +1231,16 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
                 rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
                 bad = True
                 continue
+            if line.count("\t") < 3 and url in here:
+                what = "URL already on an earlier line"
+                rep.problems.append(f"{path.name}:{no}: {what}, moved to rejected.txt: {line[:200]!r}")
+                rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
+                bad = True
+                continue
             if not raw.endswith("\n") or raw.endswith("\r\n"):
                 bad = True   # a hand edit without a final newline or with CRLF: fix the ending
             keep.append(line + "\n")
+            here.add(url)
             done.add(url)
     if bad:
         atomic_write(path, "".join(keep))

@@ -423,14 +423,17 @@ def test_max_pages_is_exact_and_resumable(projects_dir: Path, site: TestSite) ->
     files = {n: (folder / n).read_text() for n in ("crawled.txt", "failed.txt", "queue.txt")}
     result = ok(crawl(projects_dir, "p", "--max-pages", "6"))
     assert "max-pages" in result.stderr
+    assert "(0 in this run)" in result.stderr and "(0.0 pages/s)" in result.stderr, result.stderr
     assert page_hits(site) == hits
     assert {n: (folder / n).read_text() for n in files} == files
     ok(crawl(projects_dir, "p"))  # the saved budget is reused: still nothing to do
     assert page_hits(site) == hits
 
     # A higher budget goes on from where the crawl stopped.
-    ok(crawl(projects_dir, "p", "--max-pages", "11"))
+    result = ok(crawl(projects_dir, "p", "--max-pages", "11"))
     assert completed(folder) == 11
+    run = re.search(r"crawled (\d+) \((\d+) in this run\)", result.stderr)
+    assert run and 0 < int(run[2]) < int(run[1]), result.stderr   # the rate is of this run's pages
     assert settings_of(folder)["max_pages"] == ["11"]
 
     # And a budget bigger than the site finishes it: every URL fetched exactly once over all runs.
@@ -781,6 +784,9 @@ def test_status_while_running_matches_the_files(projects_dir: Path, site: TestSi
     numbers = status_numbers(report)
     assert numbers["crawled"] == 1, report
     assert numbers["in flight"] == 2 and numbers["pending"] == 0, report
+    # the ratio uses the live counts too (stats.txt's last row can be seconds older): 3 URLs known
+    # (/, /s1, /s2) for 1 page fetched
+    assert "discovery 3.00 new URLs per fetched page overall" in report, report
 
 
 def test_workers_fetch_in_parallel(projects_dir: Path, site: TestSite) -> None:

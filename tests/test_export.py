@@ -69,7 +69,8 @@ def write_full_project(folder: Path) -> list[dict]:
         FAILED_HEADER
         + failed_line(f"{a}/missing", "404", 2, T0 + 15)
         + failed_line(f"{a}/slow", "timeout after 3 attempts", 2, T0 + 16)
-        + f"{a}/short\t404\n"                                                                # garbage
+        + f"{a}/short\t404\n"                                                 # URL and reason only
+        + f"{a}/no-reason\t\t1\n"                                                           # garbage
         + failed_line(f"{a}/both", "500", 1, T0 + 17)                                       # hand edit
     )
     (folder / "checks.txt").write_text(
@@ -119,6 +120,7 @@ def write_full_project(folder: Path) -> list[dict]:
         page(f"{a}/twice", 200, "text/html", 71, 1, at(14), "Second fetch", "h-t2", 2),
         page(f"{a}/missing", 404, None, None, 2, at(15), state="failed"),
         page(f"{a}/slow", None, None, None, 2, at(16), state="failed"),
+        page(f"{a}/short", 404, None, None, None, None, state="failed"),
         page(f"{a}/both", 500, None, None, 1, at(17), state="failed"),
     ]
 
@@ -338,3 +340,18 @@ def test_skipped_message_shapes() -> None:
     s = Skipped()
     s.add("failed.txt", 4)
     assert s.message() == "warning: skipped 1 line that is not a record: failed.txt 1 (line 4)"
+
+
+def test_short_hand_written_lines_are_records_with_unknown_fields(tmp_path: Path) -> None:
+    """What recovery accepts, export exports: a bare URL in crawled.txt (marked done by hand) and
+    URL + reason in failed.txt; the fields not written are null."""
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "crawled.txt").write_text(CRAWLED_HEADER + "https://a.test/by-hand\n")
+    (folder / "failed.txt").write_text(FAILED_HEADER + "https://a.test/broken\tgave up by hand\n"
+                                       "https://a.test/x\t\n")
+    skipped = Skipped()
+    got = list(records(folder, skipped))
+    assert [(r["url"], r["state"], r["status"], r["fetched_at"]) for r in got] == [
+        ("https://a.test/by-hand", "crawled", None, None), ("https://a.test/broken", "failed", None, None)]
+    assert skipped.counts == {"failed.txt": 1}   # a failure without a reason is not a record

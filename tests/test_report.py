@@ -334,3 +334,13 @@ def test_a_headless_browser_renders_the_page(tmp_path: Path) -> None:
                    cwd=tmp_path, capture_output=True, timeout=120, check=False)
     assert shot.exists(), "chromium wrote no screenshot"
     assert _png_is_not_blank(shot.read_bytes())
+
+
+def test_status_top_lists_say_how_many_kinds_were_left_out() -> None:
+    from collections import Counter
+
+    from spider.status import _top
+
+    reasons = Counter({"404": 3, "500": 2, "503": 1, "410": 1})
+    assert _top(reasons, 3) == "404 3, 500 2, 503 1, +1 more"   # ties keep the order first seen
+    assert _top(reasons, 5) == "404 3, 500 2, 503 1, 410 1"

@@ -256,6 +256,37 @@ def test_recover_reports_and_moves_bad_lines(tmp_path: Path):
     assert "http://other.test/\tscope" in rejected
 
 
+def test_a_second_line_of_a_queued_url_is_admitted_like_the_first(tmp_path: Path):
+    """A URL queued twice keeps its later line's fields (a retry's attempts) only if that line
+    passes admission too: a hand-added depth 99 must not slip past --max-depth."""
+    (tmp_path / QUEUE).write_text("http://a.test/p\t2\t0\t0\t-\nhttp://a.test/p\t99\t0\t0\thand\n"
+                                  "http://a.test/q\t1\t0\t0\t-\nhttp://a.test/q\t1\t2\t0\t-\n")
+    rep = recover(tmp_path, lambda url, depth: "depth" if depth > 5 else None)
+    queue = [parse_queue_line(x) for x in (tmp_path / QUEUE).read_text().splitlines() if not x.startswith("#")]
+    assert [(e.url, e.depth, e.attempts) for e in queue] == [("http://a.test/p", 2, 0), ("http://a.test/q", 1, 2)]
+    assert "http://a.test/p\tdepth\thand" in (tmp_path / REJECTED).read_text()
+    assert rep.refused == {"depth": 1}
+
+
+def test_odd_fields_are_reported_even_for_a_url_already_crawled(tmp_path: Path):
+    (tmp_path / "crawled.txt").write_text(crawled_line("http://a.test/done", 200, "text/html", 5, 0, 0))
+    (tmp_path / QUEUE).write_text("http://a.test/done\tabc\t0\t0\t-\nhttp://a.test/done\t1\t0\t0\t-\n")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert any(p.startswith("queue.txt:1:") and "numbers" in p for p in rep.problems), rep.problems
+    assert "http://a.test/done abc 0 0 -\tqueue.txt:1:" in (tmp_path / REJECTED).read_text()
+    assert rep.pending == 0   # the well-formed line of a crawled URL is simply not pending
+
+
+def test_a_hand_added_repeat_in_crawled_txt_is_moved_not_counted_twice(tmp_path: Path):
+    record = crawled_line("http://a.test/1", 200, "text/html", 5, 0, 0)
+    (tmp_path / "crawled.txt").write_text(record + "http://a.test/1\nhttp://a.test/2\n")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert any(p.startswith("crawled.txt:2: URL already on an earlier line") for p in rep.problems), rep.problems
+    assert (tmp_path / "crawled.txt").read_text().splitlines()[-2:] == [record.rstrip("\n"), "http://a.test/2"]
+    assert "http://a.test/1\tcrawled.txt:2: URL already on an earlier line" in (tmp_path / REJECTED).read_text()
+    assert FileStore(tmp_path).open().refresh().crawled == 2   # a bare URL marks a page as done
+
+
 def test_torn_last_lines_are_moved_to_rejected(tmp_path: Path):
     good = crawled_line("http://a.test/1", 200, "text/html", 5, 0, 0)
     (tmp_path / "crawled.txt").write_text(good + good[:20])           # power loss mid-write
