@@ -412,6 +412,9 @@ class FileStore:
         index, cursor = self._index, self._cursor
         for base, data in self._queue.read_chunks():
             ascii_ = data.isascii()
+            if ascii_ and not track:   # a watcher (the parent, status) only counts lines
+                self._lines += data.count(b"\n") - self._skip_not_data(base, data)
+                continue
             lines: list = data.decode("ascii").split("\n") if ascii_ else data.split(b"\n")
             lines.pop()   # what follows the last newline: nothing
             off = base
@@ -432,6 +435,21 @@ class FileStore:
                     self._consume(off, end, False)   # blank and # lines: nothing to claim, every process agrees
                     cursor = self._cursor
                 off = end
+
+    def _skip_not_data(self, base: int, data: bytes) -> int:
+        """Consume the blank and comment lines of an ASCII chunk of whole lines; returns how many.
+        Only lines that start with whitespace, ``#`` or nothing can be such lines: found by a
+        search for a newline followed by one of those (in C), then checked with ``is_data``."""
+        starts = [0] if data[:1] in _SUSPECT_FIRST else []
+        starts += [m.start() + 1 for m in _SUSPECT_START.finditer(data)]
+        skipped = 0
+        for st in starts:
+            end = data.find(b"\n", st) + 1
+            if end and not is_data(data[st:end].decode("ascii")):
+                skipped += 1
+                if base + st >= self._cursor:
+                    self._consume(base + st, base + end, False)
+        return skipped
 
     def _apply(self, record: str) -> None:
         kind = record[:1]
@@ -955,6 +973,10 @@ def is_clean(folder: Path, settings_key: str) -> bool:
         return False
 
 
+# Where a line that ``is_data`` calls blank or a comment may start: after str.strip()'s ASCII
+# whitespace, a ``#`` or an empty line.
+_SUSPECT_FIRST = [bytes([c]) for c in b" \t\x0b\x0c\r\x1c\x1d\x1e\x1f#\n"]
+_SUSPECT_START = re.compile(rb"\n(?=[ \t\x0b\x0c\r\x1c-\x1f#\n])")
 _UNIX_TIME = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
 _COUNT = re.compile(r"[0-9]{1,9}")
 _PLAIN_URL = re.compile(r"https?://[!-~]+")   # printable ASCII, no spaces: as normalize writes it

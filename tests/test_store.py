@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from spider.memory import MemoryStore
-from spider.records import QueueEntry, crawled_line, failed_line, parse_queue_line
+from spider.records import QueueEntry, crawled_line, failed_line, is_data, parse_queue_line
 from spider.store import CLAIMS, QUEUE, REJECTED, FileStore, is_clean, recover, write_signature
 
 A = "http://a.test/"
@@ -362,6 +362,26 @@ def test_reading_the_queue_keeps_exact_offsets_whatever_the_bytes(tmp_path: Path
     assert sorted(got) == sorted([A + "1", A + "caf%C3%A9", B + "x" * 300, A + "2", B + "3"])
     assert s.refresh().pending == 0
     assert s.claim(10, 0.0, no_delay).claims == []
+
+
+@pytest.mark.parametrize("chunk", [16, 1 << 20])
+def test_a_watcher_counts_and_folds_the_queue_like_a_worker(tmp_path: Path, monkeypatch, chunk: int):
+    """The parent and ``status`` only count queue lines (in C, over whole chunks): blank lines,
+    comments and lines of whitespace must be told from data lines exactly as a worker does."""
+    import spider.store as store_module
+    monkeypatch.setattr(store_module, "READ_CHUNK", chunk)
+    text = ("# header\n\n" + A + "1\t0\t0\t0\t-\n   \n  # indented comment\n  " + A + "2\n"
+            "\x1c\n\r\n" + B + "1\t0\t0\t0\t-\n#\n\n\n" + A + "3\n \x0b\x0c\n")
+    for folder in ("worker", "watcher"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / QUEUE).write_text(text)
+    worker = FileStore(tmp_path / "worker").open()
+    watcher = FileStore(tmp_path / "watcher", track_seen=False).open()
+    assert worker.refresh().pending == watcher.refresh().pending == 4
+    assert worker.fold() and watcher.fold()
+    assert (tmp_path / "worker" / QUEUE).read_text() == (tmp_path / "watcher" / QUEUE).read_text()
+    folded = (tmp_path / "watcher" / QUEUE).read_text().splitlines()
+    assert [parse_queue_line(x).url for x in folded if is_data(x)] == [A + "1", A + "2", B + "1", A + "3"]
 
 
 @settings(max_examples=300, deadline=None)
