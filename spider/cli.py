@@ -292,6 +292,8 @@ def report(name: str, output: Path | None, projects_dir: Path) -> None:
         raise click.ClickException(f"cannot write {output}: folder {output.parent} does not exist")
     try:
         path = write_report(folder, output)
+    except StoreError as e:
+        raise click.ClickException(str(e)) from None
     except OSError as e:
         raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
     click.echo(str(path))

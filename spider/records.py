@@ -46,8 +46,11 @@ def utc_stamp(when: float | None = None) -> str:
 
 
 def is_data(line: str) -> bool:
-    """False for the blank and ``#`` lines that every state file ignores."""
+    """False for the blank and ``#`` lines that every state file ignores (also after the BOM
+    that Notepad puts at the start of a file)."""
     s = line.strip()
+    if s[:1] == "\ufeff":
+        s = s[1:].strip()
     return bool(s) and not s.startswith("#")
 
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from .census import Sample, top_patterns, trap_alarm
 from .records import data_fields
 from .stats import StatsRow, read_stats
-from .store import atomic_write
+from .store import FileStore, atomic_write
 
 STATS = "stats.txt"
 DUPLICATES = "duplicates.txt"
@@ -134,17 +134,12 @@ def _rejection_reason(reason: str) -> str:
     return reason.strip() or "?"
 
 
-def _pending_urls(folder: Path) -> Iterator[str]:
-    """The URL of every data line of queue.txt (lines that are not http(s) URLs are skipped).
-
-    While a crawl runs, queue.txt still holds the lines claimed since the run started (claims.txt
-    says which); the report reads all of them, so for a running crawl "pending" and the pattern
-    counts are an upper bound. After a clean stop queue.txt holds exactly the pending URLs.
-    """
-    for f in data_fields(folder / QUEUE):
-        url = f[0].strip()
-        if _is_url(url):
-            yield url
+def _pending_urls(store: FileStore) -> Iterator[str]:
+    """The URL of every pending line of queue.txt, as the store sees them (claims.txt says which
+    lines a running or killed crawl took), so the report agrees with ``status``."""
+    for e in store.pending_entries():
+        if _is_url(e.url):
+            yield e.url
 
 
 def _read_settings(folder: Path) -> list[str]:
@@ -157,7 +152,9 @@ def _read_settings(folder: Path) -> list[str]:
 
 
 def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
-    """Read the project files of ``folder`` into a ``ReportData``; never raises on bad content."""
+    """Read the project files of ``folder`` into a ``ReportData``; never raises on bad content
+    (an unreadable queue, crawled or failed file is a StoreError, as for ``status``)."""
+    store = FileStore(folder, track_seen=False).open(lock=False) if folder.is_dir() else None
     data = ReportData(name=folder.name, generated=time.time() if now is None else now)
     data.seeds = _read_settings(folder)
     rows = read_stats(folder)
@@ -173,14 +170,15 @@ def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
             data.variants += 1
         elif kind == "duplicate":
             data.duplicates += 1
-    counter = _Counting(_pending_urls(folder))
-    data.patterns = top_patterns(counter, TOP_N)
-    data.pending = counter.count
+    pending = _Counting(_pending_urls(store) if store is not None else iter(()))
+    data.patterns = top_patterns(pending, TOP_N)
+    data.pending = pending.count
+
     return data
 
 
 class _Counting:
-    """Counts what passes through, so queue.txt is read once for both count and patterns."""
+    """Counts what passes through, so the queue is read once for both count and patterns."""
 
     def __init__(self, items: Iterator[str]) -> None:
         self.items, self.count = items, 0
@@ -711,9 +709,8 @@ def render(data: ReportData) -> str:
         '<h2>Hosts and failures</h2><div class="grid">', "".join(_panel(c) for c in hosts), "</div>",
         _table_panel(status_table(data.status_by_host)),
         '<h2>Frontier and refusals</h2><div class="grid">', "".join(_panel(c) for c in lists), "</div>",
-        "<footer>Counts come from the project files: crawled.txt, failed.txt, queue.txt, "
-        "rejected.txt, duplicates.txt; the charts over time from stats.txt (pauses between runs "
-        "are cut out of the time axis). While a crawl runs, pending counts include the lines "
-        "already claimed from queue.txt.</footer>",
+        "<footer>Counts come from the project files: crawled.txt, failed.txt, queue.txt and "
+        "claims.txt (as for <code>status</code>), rejected.txt, duplicates.txt; the charts over "
+        "time from stats.txt (pauses between runs are cut out of the time axis).</footer>",
         "</body></html>\n",
     ])

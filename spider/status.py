@@ -86,11 +86,14 @@ def report(folder: Path, name: str) -> str:
         rejected[reason.split(":")[0] if reason.startswith(("queue.txt", "crawled.txt", "failed.txt"))
                  else reason] += 1
 
+    running = running_state(folder)
+    stale = c.in_flight and not running.startswith("yes")
     out = [f"project   {name} ({folder})",
-           f"running   {running_state(folder)}",
+           f"running   {running}",
            f"seeds     {' '.join(cfg.get('seeds', ())) or '-'}",
            f"pending   {c.pending}",
-           f"in flight {c.in_flight}",
+           f"in flight {c.in_flight}" + ("  (claims of a crawl that stopped: pending again at the next run)"
+                                         if stale else ""),
            f"crawled   {c.crawled}" + (f" (+{c.hops} redirects)" if c.hops else ""),
            f"failed    {c.failed}" + (f"  ({_top(failures)})" if failures else ""),
            f"rejected  {sum(rejected.values())}" + (f"  ({_top(rejected)})" if rejected else "")]

@@ -37,6 +37,7 @@ import heapq
 import math
 import os
 import re
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Container, Iterable, Iterator, Protocol
@@ -362,7 +363,7 @@ class FileStore:
                 path = self.folder / name
                 if not path.exists():
                     append_text(path, HEADERS[name])
-                with open(path, encoding="utf-8", errors="replace") as f:
+                with open(path, encoding="utf-8-sig", errors="replace") as f:   # -sig: a BOM
                     for line in f:
                         if not is_data(line):
                             continue
@@ -850,10 +851,12 @@ class FileStore:
                         pos = max(pos, self._ahead.get(off, off))
                     out.flush()
                     os.fsync(out.fileno())
-                os.replace(tmp, qpath)
                 write_hosts(self.folder, {h: self.host_state(h) for h in
                                           set(self._host_state) | set(self._host_next)})
+                # The journal goes first: one must never describe a queue.txt it was not written
+                # for (recovery drops the lines of settled claims by their text).
                 atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS])
+                os.replace(tmp, qpath)
                 self._sync()
                 return True
         return bool(self._guard(go))
@@ -977,6 +980,18 @@ def is_clean(folder: Path, settings_key: str) -> bool:
 # whitespace, a ``#`` or an empty line.
 _SUSPECT_FIRST = [bytes([c]) for c in b" \t\x0b\x0c\r\x1c\x1d\x1e\x1f#\n"]
 _SUSPECT_START = re.compile(rb"\n(?=[ \t\x0b\x0c\r\x1c-\x1f#\n])")
+_UNDECODABLE = re.compile("[\udc80-\udcff]")   # what surrogateescape makes of bytes that are not UTF-8
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _shown(text: str) -> str:
+    """A hand-written line as rejected.txt shows it: bytes that are not UTF-8 and control
+    characters as \\xNN escapes, so nothing of it is silently lost."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+FAR_AHEAD = 366 * 86400.0   # no wait the crawler sets is this long: a later time is a typo
 _UNIX_TIME = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
 _COUNT = re.compile(r"[0-9]{1,9}")
 _PLAIN_URL = re.compile(r"https?://[!-~]+")   # printable ASCII, no spaces: as normalize writes it
@@ -1013,6 +1028,11 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
     qpath, cpath = folder / QUEUE, folder / CLAIMS
     hosts = _repair_hosts(folder, rep, rejected)
     inflight: dict[str, str] = {}
+    # Queue lines whose claim was settled (crawled, failed, retried, released, checked, ...): the
+    # journal describes the current queue.txt (it is emptied before queue.txt is replaced), so
+    # each settled claim consumes one line of the same text. Most such URLs are in crawled.txt
+    # or failed.txt anyway; this matters for a recheck, whose URL is crawled by design.
+    settled: dict[str, int] = {}
     if cpath.exists():
         with open(cpath, encoding="utf-8", errors="replace") as f:
             for rec in f:
@@ -1028,7 +1048,9 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                         if float(nxt) > st.next_allowed:
                             hosts[h] = replace(st, next_allowed=float(nxt))
                     elif rec.startswith("D\t"):
-                        inflight.pop(rec.rstrip("\n").split("\t", 2)[2], None)
+                        closed = inflight.pop(rec.rstrip("\n").split("\t", 2)[2], None)
+                        if closed is not None:
+                            settled[closed] = settled.get(closed, 0) + 1
                     elif rec.startswith("H\t"):
                         h, st = parse_host_line(rec[2:])
                         hosts[h] = st
@@ -1040,7 +1062,8 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         """(line number, line, raw end) of the data lines of queue.txt."""
         if not qpath.exists():
             return
-        with open(qpath, encoding="utf-8-sig", errors="replace", newline="") as f:   # -sig: Notepad's BOM
+        # -sig: Notepad's BOM; surrogateescape: bytes that are not UTF-8 are reported, not guessed
+        with open(qpath, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
             for no, raw in enumerate(f, 1):
                 if is_data(raw):
                     yield no, raw.rstrip("\r\n"), raw
@@ -1050,9 +1073,10 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
     # (its attempts count): such URLs are remembered in ``later`` and patched in a second pass
     # over the output, which only happens when there are any.
     tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
+    horizon = time.time() + FAR_AHEAD
     written = SeenSet()
     later: dict[str, QueueEntry] = {}
-    with open(tmp, "w", encoding="utf-8") as out:
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as out:
         out.write(QUEUE_HEADER)
 
         def keep(e: QueueEntry) -> None:
@@ -1071,11 +1095,15 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
             rep.pending += 1
 
         for no, line, raw in lines():
+            if settled and settled.get(line):
+                settled[line] -= 1   # taken and done in the run that stopped
+                continue
             fields = line.split("\t") if raw.endswith("\n") and _trusted(line) else ()
             if len(fields) == 5:   # the shape of our own line: checked cheaply, copied as it is
                 url, depth, attempts, not_before = fields[:4]
                 if (url in written or not _COUNT.fullmatch(depth) or not _COUNT.fullmatch(attempts)
-                        or not _UNIX_TIME.fullmatch(not_before) or not _PLAIN_URL.fullmatch(url)):
+                        or not _UNIX_TIME.fullmatch(not_before) or not _PLAIN_URL.fullmatch(url)
+                        or float(not_before) > horizon):
                     pass   # the slow path below reports odd fields (even of a URL already done)
                 elif url in done:
                     continue
@@ -1090,6 +1118,8 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                         rep.pending += 1
                     continue
             try:
+                if _UNDECODABLE.search(line):
+                    raise ValueError("bytes that are not UTF-8")
                 if "\t" not in line:   # a bare URL, the way a person adds one
                     e = QueueEntry(line.strip())
                     url = normalize(e.url)
@@ -1098,9 +1128,11 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                         raise ValueError("torn last line")
                     e = parse_queue_line(line)
                     url = e.url if _trusted(line) else normalize(e.url)
+                    if e.not_before > horizon:   # a typo (milliseconds?) would stall the crawl for ever
+                        raise ValueError("not_before is more than a year ahead")
             except ValueError as err:
                 rep.problems.append(f"{QUEUE}:{no}: not a crawlable URL ({err}): {line[:200]!r}")
-                rejected.append(rejected_line(line, f"{QUEUE}:{no}: {err}"))
+                rejected.append(rejected_line(_shown(line), f"{QUEUE}:{no}: {err}"))
                 continue
             keep(e if url == e.url else QueueEntry(url, e.depth, e.attempts, e.not_before, e.source))
         for url, qline in inflight.items():
@@ -1115,17 +1147,19 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         os.fsync(out.fileno())
     if later:
         _patch_lines(tmp, later)
-    os.replace(tmp, qpath)
     if rejected:
-        append_text(folder / REJECTED, "".join(rejected))
-    atomic_write(cpath, HEADERS[CLAIMS])
+        append_text(folder / REJECTED, _shown("".join(rejected)) if _UNDECODABLE.search("".join(rejected))
+                    else "".join(rejected))
+    atomic_write(cpath, HEADERS[CLAIMS])   # first: a journal must never outlive its queue.txt
+    os.replace(tmp, qpath)
     return rep
 
 
 def _patch_lines(path: Path, latest: dict[str, QueueEntry]) -> None:
     """Rewrite the lines of the URLs in ``latest`` with those entries (same position)."""
     tmp = path.with_name(path.name + ".patch")
-    with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as out:
+    with open(path, encoding="utf-8", errors="surrogateescape") as src, \
+            open(tmp, "w", encoding="utf-8", errors="surrogateescape") as out:
         for line in src:
             e = latest.get(line.split("\t", 1)[0].rstrip("\n"))
             out.write(e.line() if e is not None else line)
@@ -1212,6 +1246,8 @@ def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, H
                 if line.count("\t") != 4:
                     raise ValueError("expected 5 TAB-separated fields")
                 host, state = parse_host_line(line)
+                if state.next_allowed > time.time() + FAR_AHEAD:
+                    raise ValueError("next_allowed is more than a year ahead")
             except ValueError as e:
                 rep.problems.append(f"{HOSTS}:{no}: {e}, moved to rejected.txt: {line.strip()[:200]!r}")
                 rejected.append(rejected_line(line.rstrip("\n"), f"{HOSTS}:{no}: {e}"))
@@ -1221,14 +1257,17 @@ def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, H
 
 
 def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: SeenSet) -> None:
-    """Collect the URLs of crawled/failed; unparsable lines reported and moved to rejected.txt.
-
-    A short hand-written line (a bare URL marks a page as done) of a URL already on an earlier
-    line of the file is reported and moved too, or the page would be counted twice."""
+    """Collect the URLs of crawled/failed; lines that are not records are reported and moved to
+    rejected.txt. A record is the crawler's line (crawled: 7 or 11 fields; failed: 4) or a
+    shorter one a person wrote (a bare URL in crawled.txt; URL and reason in failed.txt). A
+    hand-written line of a URL that is on another line of the file is moved too: it would count
+    the page twice."""
     if not path.exists():
         atomic_write(path, HEADERS[path.name])
         return
-    keep: list[str] = []
+    crawled = path.name != FAILED
+    shapes, full = ((1, 7, 11), 7) if crawled else ((2, 3, 4), 4)
+    keep: list[str | tuple[int, str, str]] = []   # lines, and hand-written ones to check at the end
     here = SeenSet()
     bad = False
     with open(path, "rb") as fb:
@@ -1241,8 +1280,9 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
             line = raw.rstrip("\r\n")
             url = first_field(line)
             torn = not raw.endswith("\n")   # the crawler writes whole lines: a cut one is a torn write
-            ok = not torn and url.startswith(("http://", "https://")) and (path.name != FAILED or "\t" in line)
-            if ok and line.count("\t") < 3:   # not one of our own lines: check the URL
+            n = line.count("\t") + 1
+            ok = not torn and url.startswith(("http://", "https://")) and n in shapes
+            if ok and n < full:   # not one of our own lines: check the URL
                 try:
                     ok = normalize(url) == url
                 except ValueError:
@@ -1253,16 +1293,24 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
                 rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
                 bad = True
                 continue
-            if line.count("\t") < 3 and url in here:
-                what = "URL already on an earlier line"
-                rep.problems.append(f"{path.name}:{no}: {what}, moved to rejected.txt: {line[:200]!r}")
-                rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
-                bad = True
-                continue
             if not raw.endswith("\n") or raw.endswith("\r\n"):
                 bad = True   # a hand edit without a final newline or with CRLF: fix the ending
-            keep.append(line + "\n")
-            here.add(url)
+            if n < full:
+                keep.append((no, line, url))
+            else:
+                keep.append(line + "\n")
+                here.add(url)
+                done.add(url)
+    for i, item in enumerate(keep):
+        if isinstance(item, tuple):
+            no, line, url = item
+            if not here.add(url):
+                what = "URL already on another line"
+                rep.problems.append(f"{path.name}:{no}: {what}, moved to rejected.txt: {line[:200]!r}")
+                rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
+                keep[i], bad = "", True
+                continue
+            keep[i] = line + "\n"
             done.add(url)
     if bad:
-        atomic_write(path, "".join(keep))
+        atomic_write(path, "".join(keep))  # type: ignore[arg-type]

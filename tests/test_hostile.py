@@ -813,8 +813,13 @@ def test_a_utf8_bom_from_a_hand_edit_is_ignored(projects_dir: Path, site: TestSi
     folder = _stopped_after(projects_dir, site)
     pending = urls_in(folder / QUEUE)
     (folder / QUEUE).write_bytes(("\ufeff" + "\n".join(pending) + "\n").encode())   # Notepad's way
+    done = len(urls_in(folder / CRAWLED))
     for name in (CRAWLED, "settings.txt"):
         (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
+    # status reads the files as they are (before any crawl mends them): the BOM is no line
+    report = cli(projects_dir, "status", "p").stdout
+    numbers = dict(re.findall(r"^(pending|crawled)\s+(\d+)", report, re.M))
+    assert numbers == {"crawled": str(done), "pending": str(len(pending))}, report
     result = crawl(projects_dir, "p", "--max-pages", "100")
     assert "warning" not in result.stderr, result.stderr
     assert urls_in(folder / REJECTED) == []

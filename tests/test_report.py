@@ -4,6 +4,7 @@ no external resource, and a page that a real browser renders."""
 from __future__ import annotations
 
 import calendar
+import os
 import re
 import shutil
 import subprocess
@@ -344,3 +345,46 @@ def test_status_top_lists_say_how_many_kinds_were_left_out() -> None:
     reasons = Counter({"404": 3, "500": 2, "503": 1, "410": 1})
     assert _top(reasons, 3) == "404 3, 500 2, 503 1, +1 more"   # ties keep the order first seen
     assert _top(reasons, 5) == "404 3, 500 2, 503 1, 410 1"
+
+
+def test_pending_leaves_out_what_a_killed_crawl_had_claimed(tmp_path: Path) -> None:
+    """queue.txt still holds the lines a killed crawl took; claims.txt says which (as status reads it)."""
+    from spider.records import QueueEntry, crawled_line
+    from spider.store import FileStore
+
+    store = FileStore(tmp_path, owner=1).open()
+    store.add(QueueEntry(f"https://a.test/{i}") for i in range(5))
+    first, second = store.claim(2, 0.0, lambda host: 0.0).claims
+    store.settle(first, "crawled", record=crawled_line(first.url, 200, "text/html", 5, 0, T0))
+    data = load(tmp_path)   # killed here: `second` in flight
+    assert data.pending == 3 == FileStore(tmp_path, track_seen=False).open(lock=False).counts().pending
+    assert data.crawled == 1
+
+
+def test_an_unreadable_state_file_is_an_error_not_zeros(tmp_path: Path) -> None:
+    from spider.store import StoreError
+
+    write_project(tmp_path / "site")
+    (tmp_path / "site" / "crawled.txt").unlink()
+    (tmp_path / "site" / "crawled.txt").mkdir()
+    with pytest.raises(StoreError, match="crawled.txt"):
+        load(tmp_path / "site")
+
+
+def test_status_says_claims_of_a_stopped_crawl_are_not_in_flight(tmp_path: Path) -> None:
+    from spider import config as settings
+    from spider.crawl import RUNNING
+    from spider.records import QueueEntry
+    from spider.status import report as status_report
+    from spider.store import FileStore
+
+    settings.save(tmp_path, settings.CrawlConfig(seeds=("https://a.test/",)))
+    store = FileStore(tmp_path, owner=1).open()
+    store.add([QueueEntry("https://a.test/"), QueueEntry("https://a.test/x")])
+    store.claim(1, 0.0, lambda host: 0.0)
+    dead = 2 ** 22 + 12345   # above Linux's default pid_max: no such process
+    (tmp_path / RUNNING).write_text(f"pid {dead}\nstarted -\nworkers 1\n")
+    text = status_report(tmp_path, "p")
+    assert re.search(r"^in flight 1  \(claims of a crawl that stopped: pending again at the next run\)$", text, re.M), text
+    (tmp_path / RUNNING).write_text(f"pid {os.getpid()}\nstarted -\nworkers 1\n")   # alive: really in flight
+    assert re.search(r"^in flight 1$", status_report(tmp_path, "p"), re.M)

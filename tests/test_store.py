@@ -279,12 +279,75 @@ def test_odd_fields_are_reported_even_for_a_url_already_crawled(tmp_path: Path):
 
 def test_a_hand_added_repeat_in_crawled_txt_is_moved_not_counted_twice(tmp_path: Path):
     record = crawled_line("http://a.test/1", 200, "text/html", 5, 0, 0)
-    (tmp_path / "crawled.txt").write_text(record + "http://a.test/1\nhttp://a.test/2\n")
+    (tmp_path / "crawled.txt").write_text("http://a.test/0\n" + record + "http://a.test/1\nhttp://a.test/2\n"
+                                          + crawled_line("http://a.test/0", 200, "text/html", 5, 0, 0)
+                                          + "http://a.test/3\t200\tfoo\n")
+    (tmp_path / "failed.txt").write_text("http://a.test/f\t404\nhttp://a.test/f\tgave up\n")
     rep = recover(tmp_path, lambda url, depth: None)
-    assert any(p.startswith("crawled.txt:2: URL already on an earlier line") for p in rep.problems), rep.problems
-    assert (tmp_path / "crawled.txt").read_text().splitlines()[-2:] == [record.rstrip("\n"), "http://a.test/2"]
-    assert "http://a.test/1\tcrawled.txt:2: URL already on an earlier line" in (tmp_path / REJECTED).read_text()
-    assert FileStore(tmp_path).open().refresh().crawled == 2   # a bare URL marks a page as done
+    moved = sorted(p.split(" moved")[0] for p in rep.problems)
+    assert moved == ["crawled.txt:1: URL already on another line,", "crawled.txt:3: URL already on another line,",
+                     "crawled.txt:6: not a URL record,", "failed.txt:2: URL already on another line,"], rep.problems
+    assert [line.split("\t")[0] for line in (tmp_path / "crawled.txt").read_text().splitlines()
+            if is_data(line)] == ["http://a.test/1", "http://a.test/2", "http://a.test/0"]
+    assert "http://a.test/1\tcrawled.txt:3: URL already on another line" in (tmp_path / REJECTED).read_text()
+    assert FileStore(tmp_path).open().refresh().crawled == 3   # a bare URL marks a page as done
+    assert FileStore(tmp_path).open().refresh().failed == 1
+
+
+def test_recover_drops_the_queue_lines_of_claims_a_killed_run_settled(tmp_path: Path):
+    """A recheck's URL is crawled by design, so only the journal says a recheck was done: a
+    recrawl killed with -9 must not check again what it had checked (helper report: every page
+    of the killed run was fetched twice)."""
+    (tmp_path / "crawled.txt").write_text("".join(crawled_line(A + str(i), 200, "text/html", 5, 0, 0)
+                                                  for i in range(3)))
+    s = FileStore(tmp_path, owner=1).open()
+    s.requeue([QueueEntry(A + str(i), 0, 0, 0.0, "-", "recheck") for i in range(3)])
+    s.add(entries(B + "new"))
+    c0, c1, c2 = s.claim(3, 0.0, no_delay).claims
+    s.settle(c0, "rechecked")
+    s.settle(c1, "retry", requeue=QueueEntry(c1.url, 0, 1, 5.0, "-", "recheck"))
+    # the process dies here: c2 in flight, B/new never claimed
+    rep = recover(tmp_path, lambda url, depth: None)
+    queue = [parse_queue_line(x) for x in (tmp_path / QUEUE).read_text().splitlines() if is_data(x)]
+    assert sorted((e.url, e.attempts, e.kind) for e in queue) == [
+        (A + "1", 1, "recheck"), (A + "2", 0, "recheck"), (B + "new", 0, "-")]
+    assert rep.pending == 3
+
+
+def test_times_more_than_a_year_ahead_are_reported_not_waited_for(tmp_path: Path):
+    """A not_before typed in milliseconds, or a host time of 1e300, would keep a crawl waiting
+    for ever with nothing to say why: recovery reports such lines and moves them away."""
+    import time
+    far = f"{time.time() * 1000:.0f}"
+    (tmp_path / QUEUE).write_text(f"http://a.test/late\t0\t0\t{far}\t-\nhttp://a.test/ok\t0\t0\t0\t-\n"
+                                  f"http://a.test/soon\t0\t1\t{time.time() + 60:.3f}\t-\n")
+    (tmp_path / "hosts.txt").write_text("b.test\t1e300\t0\t0\t-\nc.test\t0\t1\t0\t-\n")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert [p.split(" (")[0] for p in rep.problems] == [
+        "hosts.txt:1: next_allowed is more than a year ahead, moved to rejected.txt: 'b.test\\t1e300\\t0\\t0\\t-'",
+        "queue.txt:1: not a crawlable URL"], rep.problems
+    assert "not_before is more than a year ahead" in rep.problems[1]
+    assert rep.pending == 2
+    rejected = (tmp_path / REJECTED).read_text()
+    assert f"late 0 0 {far}" in rejected and "b.test 1e300" in rejected
+    assert "b.test" not in (tmp_path / "hosts.txt").read_text()
+
+
+def test_queue_lines_with_bytes_that_are_not_utf8_are_reported_not_guessed(tmp_path: Path):
+    """An invalid byte used to become U+FFFD, percent-encoded and fetched as a URL nobody wrote."""
+    (tmp_path / QUEUE).write_bytes(b"http://a.test/q/\xff\xfe1\n\x00\x00\x00\nhttp://a.test/ok\n"
+                                   b"http://a.test/src\t1\t0\t0\thttp://a.test/\xe9\n")
+    rep = recover(tmp_path, lambda url, depth: None)
+    assert [p.split(" (")[0] for p in rep.problems] == ["queue.txt:1: not a crawlable URL",
+                                                         "queue.txt:2: not a crawlable URL"], rep.problems
+    assert "bytes that are not UTF-8" in rep.problems[0]
+    rejected = (tmp_path / REJECTED).read_text(encoding="utf-8")
+    assert "http://a.test/q/\\xff\\xfe1\tqueue.txt:1: bytes that are not UTF-8" in rejected
+    assert "\\x00\\x00\\x00\tqueue.txt:2:" in rejected   # the line as it was, not "-"
+    queue = (tmp_path / QUEUE).read_bytes()
+    assert b"http://a.test/ok\t0\t0\t0\t-\n" in queue
+    assert b"http://a.test/src\t1\t0\t0\thttp://a.test/\xe9\n" in queue   # a byte in a note field is kept as is
+    assert b"%EF%BF%BD" not in queue
 
 
 def test_torn_last_lines_are_moved_to_rejected(tmp_path: Path):
