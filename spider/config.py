@@ -151,14 +151,16 @@ def check(cfg: CrawlConfig) -> None:
     for what, n in (("workers", cfg.workers), ("max_attempts", cfg.max_attempts)):
         if n < 1:
             raise ValueError(f"{what} must be at least 1")
+    # First: nan compares false with everything, and inf would pass as "positive" below.
+    for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("connect_timeout", cfg.connect_timeout),
+                    ("read_timeout", cfg.read_timeout), ("max_time", cfg.max_time),
+                    ("recrawl_min", cfg.recrawl_min), ("recrawl_max", cfg.recrawl_max)):
+        if not math.isfinite(x):
+            raise ValueError(f"{what} must be a finite number of seconds, not {x}")
     for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("max_depth", cfg.max_depth), ("max_redirects", cfg.max_redirects),
                     ("max_links", cfg.max_links)):
         if x < 0:
             raise ValueError(f"{what} must not be negative")
-    for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("connect_timeout", cfg.connect_timeout),
-                    ("read_timeout", cfg.read_timeout), ("max_time", cfg.max_time)):
-        if not math.isfinite(x):
-            raise ValueError(f"{what} must be a finite number of seconds, not {x}")
     # settings.txt is one setting per line, and the user agent is an HTTP header (Latin-1)
     for what, text in [("user_agent", cfg.user_agent)] + [("allow", p) for p in cfg.allow] + \
             [("deny", p) for p in cfg.deny] + [("prefer", p) for p in cfg.prefer] + \
@@ -178,7 +180,7 @@ def check(cfg: CrawlConfig) -> None:
     for what, limit in (("max_pages", cfg.max_pages), ("max_pages_per_host", cfg.max_pages_per_host)):
         if limit is not None and limit < 1:
             raise ValueError(f"{what} must be at least 1")
-    if not (0 < cfg.recrawl_min <= cfg.recrawl_max) or not math.isfinite(cfg.recrawl_max):
+    if not (0 < cfg.recrawl_min <= cfg.recrawl_max):
         raise ValueError("recrawl_min must be positive and not above recrawl_max")
     if cfg.max_delay < cfg.delay:
         raise ValueError(f"max_delay ({cfg.max_delay:g}) must not be below delay ({cfg.delay:g})")
@@ -200,4 +202,15 @@ def check(cfg: CrawlConfig) -> None:
     TrapRules.from_settings(cfg.traps, not cfg.no_traps)
 
 
-__all__ = ["CrawlConfig", "SETTINGS", "DEFAULT_USER_AGENT", "SCOPES", "load", "save", "build", "check"]
+def warnings_for(cfg: CrawlConfig) -> list[str]:
+    """Settings that work but do nothing (one line each): said at start instead of silently ignored."""
+    out = []
+    given = [f"--{name}" for name in ("prefer", "defer") if getattr(cfg, name)]
+    if given and cfg.order != "best":
+        verb = "only applies" if len(given) == 1 else "only apply"
+        out.append(f"{' and '.join(given)} {verb} to --order best; ignored with --order {cfg.order}")
+    return out
+
+
+__all__ = ["CrawlConfig", "SETTINGS", "DEFAULT_USER_AGENT", "SCOPES", "load", "save", "build", "check",
+           "warnings_for"]

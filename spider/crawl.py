@@ -19,20 +19,22 @@ import select
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 from filelock import FileLock, Timeout
 
 from . import config as settings
 from .config import CrawlConfig
-from .records import QueueEntry, is_data, utc_stamp
+from .records import QueueEntry, data_fields, is_data, utc_stamp
 from . import recrawl
 from .order import Order
 from .scope import Admission
 from .stats import STATS_EVERY, StatsRecorder
 from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recover, tidy, write_signature
+from .urls import host_key
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 WORKER_STORE_ERROR = 3
@@ -149,6 +151,8 @@ class Crawl:
         if cfg.ignore_robots:
             self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
                       "crawl only sites whose owners agree")
+        for text in settings.warnings_for(cfg):
+            self._say(f"warning: {text}")
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
                           order=order_of(cfg), only=cfg.discover).open()
         self.stats = StatsRecorder(self.folder)
@@ -251,10 +255,8 @@ class Crawl:
         elif s.stopped_by == "interrupted":
             self._say("run the same command again to resume")
         if self.config.max_pages_per_host is not None:
-            hosts = _hosts_over_budget(self.folder / "rejected.txt")
-            if hosts:
-                self._say(f"--max-pages-per-host {self.config.max_pages_per_host} reached for "
-                          f"{len(hosts)} host(s): {', '.join(sorted(hosts)[:5])}{' ...' if len(hosts) > 5 else ''}")
+            for line in budget_lines(self.config.max_pages_per_host, *_host_budget_counts(self.folder)):
+                self._say(line)
 
     # -- workers -------------------------------------------------------------------------------------
     def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
@@ -373,16 +375,37 @@ def order_of(config: CrawlConfig) -> Order:
     return Order(config.order, config.prefer, config.defer)
 
 
-def _hosts_over_budget(path: Path) -> set[str]:
-    from .urls import host_key
-    out: set[str] = set()
-    if path.exists():
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                fields = line.split("\t")
-                if len(fields) > 1 and fields[1] == "host budget":
-                    out.add(host_key(fields[0]))
+def budget_lines(budget: int, refused: Mapping[str, int], known: Mapping[str, int]) -> list[str]:
+    """What the summary says about --max-pages-per-host, from the URLs refused as ``host budget``
+    per host (by any run: rejected.txt keeps them all) and the URLs each host has in the project.
+
+    A host has reached the budget only if it holds that many URLs *now*: its refusals may come
+    from an earlier run with a lower budget. Those refused URLs are not queued again when the
+    budget is raised, so the summary says where they are instead of leaving the user guessing."""
+    full = sorted(h for h in refused if known.get(h, 0) >= budget)
+    earlier = {h: n for h, n in refused.items() if known.get(h, 0) < budget}
+    out = []
+    if full:
+        out.append(f"--max-pages-per-host {budget} reached for {len(full)} host(s): "
+                   f"{', '.join(full[:5])}{' ...' if len(full) > 5 else ''}; the URLs it refused are in "
+                   "rejected.txt ('host budget') and are not queued again, even with a higher budget")
+    if earlier:
+        out.append(f"note: {sum(earlier.values())} URL(s) of {len(earlier)} host(s) refused as 'host budget' "
+                   f"by an earlier, lower --max-pages-per-host stay in rejected.txt: raising it does not "
+                   "queue them again")
     return out
+
+
+def _host_budget_counts(folder: Path) -> tuple[Counter[str], Counter[str]]:
+    """Per host: distinct URLs refused as ``host budget`` in rejected.txt, and, for those hosts
+    only, distinct URLs in queue.txt, crawled.txt and failed.txt (what the store's budget counts)."""
+    refused_urls = {f[0] for f in data_fields(folder / "rejected.txt") if len(f) > 1 and f[1] == "host budget"}
+    refused = Counter(host_key(u) for u in refused_urls)
+    if not refused:
+        return refused, Counter()
+    known_urls = {f[0] for name in ("queue.txt", "crawled.txt", "failed.txt") for f in data_fields(folder / name)
+                  if f[0].startswith(("http://", "https://")) and host_key(f[0]) in refused}
+    return refused, Counter(host_key(u) for u in known_urls)
 
 
 class _Rate:

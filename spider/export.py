@@ -12,14 +12,14 @@ fields ``FIELDS``, in that order:
 |                | failed.txt reason that is a status (``404``); overridden by the latest    |
 |                | recrawl check (``304`` when unchanged); null when no response came        |
 |                | (``timeout after 3 attempts``, a check with status ``-``)                 |
-| content_type   | crawled.txt                                                               |
-| bytes          | crawled.txt: the body size received (integer); null for failed URLs       |
+| content_type   | crawled.txt, or the latest check that fetched a new version (see below)   |
+| bytes          | the body size received (integer), same source; null for failed URLs       |
 | depth          | crawled.txt / failed.txt (integer, 0 at a seed)                           |
 | fetched_at     | ISO 8601 UTC of the last fetch: the line's time, or the latest check's    |
-| title          | crawled.txt (11-field lines)                                              |
+| title          | crawled.txt (11-field lines), same source as content_type                 |
 | content_hash   | crawled.txt, replaced by the newest check that reports a hash             |
-| canonical      | crawled.txt (11-field lines)                                              |
-| outlinks       | crawled.txt (11-field lines): links taken from the page (integer)         |
+| canonical      | crawled.txt (11-field lines), same source as content_type                 |
+| outlinks       | crawled.txt (11-field lines), same source: links taken from the page      |
 | state          | ``crawled``, ``failed``, ``removed`` or ``inactive`` (see below)          |
 
 A field written ``-`` (or left empty) in a file is null in JSONL and an empty cell in CSV;
@@ -41,7 +41,12 @@ crawled/failed line is stale and ignored, so a URL crawled again after being rem
   ``fetched_at``; the newest check whose ``content_hash`` is not ``-`` replaces ``content_hash``
   (a 304 keeps the known hash). Result ``changed``/``unchanged`` means the page is there
   (``crawled``), ``removed`` makes it ``removed``; ``failed`` (no usable answer) changes no state.
-  A recheck does not re-measure ``bytes``, ``title``, ``outlinks``: those stay crawled.txt's.
+  A line may carry five more fields, ``content_type bytes canonical outlinks title``, measured on
+  the version that check fetched. The newest ``changed`` check (or ``unchanged`` one with those
+  fields) gives those five fields of the record: its own values, or null when it has only five
+  fields, since crawled.txt's were measured on a version the page no longer has (a new hash next
+  to the old size and title would describe no version of the page). ``unchanged`` checks without
+  them, ``removed`` and ``failed`` checks leave them as they were.
 - ``removed.txt`` (for each URL only its latest line by date counts, the later line on a tie):
   ``404``/``410`` mark the page ``removed``, ``inactive`` marks it ``inactive``. A removal beats a
   check of the same second. A successful check *after* a 404/410 removal brings the page back
@@ -72,6 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
+from .recrawl import BODY_FIELDS
 from .seen import SeenSet
 
 FIELDS = ("url", "final_url", "status", "content_type", "bytes", "depth", "fetched_at", "title",
@@ -243,16 +249,28 @@ _SOURCES = ((CRAWLED, _parse_crawled), (FAILED, _parse_failed))
 
 class _Checks:
     """What checks.txt says about one URL: the latest check, the latest check that found the page
-    there or gone (result other than ``failed``), the newest check that reported a content hash."""
+    there or gone (result other than ``failed``), the newest check that reported a content hash,
+    and the newest check that fetched a new version or measured one (``BODY_FIELDS``; None: a
+    ``changed`` check that did not say, so nothing is known of the new version)."""
 
-    __slots__ = ("last_key", "status", "stamp", "verdict_key", "verdict", "hash_key", "hash")
+    __slots__ = ("last_key", "status", "stamp", "verdict_key", "verdict", "hash_key", "hash",
+                 "body_key", "body")
 
     def __init__(self) -> None:
-        self.last_key = self.verdict_key = self.hash_key = ""
+        self.last_key = self.verdict_key = self.hash_key = self.body_key = ""
         self.status: Optional[int] = None
         self.stamp = ""
         self.verdict = ""
         self.hash = ""
+        self.body: Optional[Tuple] = None
+
+
+def _check_body(f: List[str]) -> Optional[Tuple]:
+    """checks.txt's optional tail (``BODY_FIELDS``) as values; None for a 5-field line."""
+    if len(f) == 5:
+        return None
+    ctype, size, canonical, outlinks, title = f[5:]
+    return _opt(ctype), _opt_int(size), _opt(canonical), _opt_int(outlinks), _opt(title)
 
 
 def _read_checks(path: Path, skipped: Skipped) -> Dict[str, _Checks]:
@@ -260,8 +278,8 @@ def _read_checks(path: Path, skipped: Skipped) -> Dict[str, _Checks]:
     for no, line in _lines(path):
         f = _fields(line)
         try:
-            if len(f) != 5:
-                raise ValueError(f"{len(f)} fields (expected 5)")
+            if len(f) not in (5, 5 + len(BODY_FIELDS)):
+                raise ValueError(f"{len(f)} fields (expected 5 or {5 + len(BODY_FIELDS)})")
             url = _url(f[0])
             if f[1] != "-" and not _STATUS.fullmatch(f[1]):
                 raise ValueError(f"not a status: {f[1]!r}")
@@ -270,6 +288,7 @@ def _read_checks(path: Path, skipped: Skipped) -> Dict[str, _Checks]:
             stamp = _opt_stamp(f[3])
             if stamp is None:
                 raise ValueError("no time")
+            body = _check_body(f)
         except ValueError:
             skipped.add(path.name, no)
             continue
@@ -283,6 +302,8 @@ def _read_checks(path: Path, skipped: Skipped) -> Dict[str, _Checks]:
             c.verdict_key, c.verdict = key, ("removed" if f[2] == "removed" else "crawled")
         if f[4] not in ("", "-") and key >= c.hash_key:
             c.hash_key, c.hash = key, f[4]
+        if (f[2] == "changed" or (body is not None and f[2] == "unchanged")) and key >= c.body_key:
+            c.body_key, c.body = key, body
     return out
 
 
@@ -346,6 +367,8 @@ def _apply(rec: dict, checks: Optional[_Checks], removal: Optional[Tuple[str, st
             rec["status"], rec["fetched_at"] = checks.status, checks.stamp
         if checks.hash_key and checks.hash_key >= base:
             rec["content_hash"] = checks.hash
+        if checks.body_key and checks.body_key >= base:   # a new version: never the old one's fields
+            rec.update(zip(BODY_FIELDS, checks.body or (None,) * len(BODY_FIELDS)))
         if checks.verdict_key and checks.verdict_key >= base:
             events.append((checks.verdict_key, 1, checks.verdict))
     if removal is not None and removal[0] >= base:

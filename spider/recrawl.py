@@ -4,14 +4,16 @@ A page is checked with a conditional request (``If-None-Match`` / ``If-Modified-
 ETag / Last-Modified it was served with); ``304`` means unchanged and costs no parse. Each page
 has an interval (its volatility tier): unchanged at a check doubles it, changed halves it, within
 ``--recrawl-min`` .. ``--recrawl-max``. A sitemap ``lastmod`` later than the last check makes the
-page due at once. ``404``/``410`` marks a page removed.
+page due at once (a lastmod in the future counts as the time the sitemap was read, so it makes the
+page due once, not at every recrawl). ``404``/``410`` marks a page removed.
 
 Files (plain text, TAB-separated; README "Keeping a crawl fresh"):
 
 - ``schedule.txt``: ``URL etag last_modified interval_s due_unix checks changes checked_at
   content_hash``; one line per crawl or check, the last line of a URL wins; compacted (rewritten
   atomically, one line per URL) at the end of a run.
-- ``checks.txt``: ``URL status result checked_at content_hash``, one line per check (append-only).
+- ``checks.txt``: ``URL status result checked_at content_hash``, one line per check (append-only);
+  a check that fetched a new version adds ``content_type bytes canonical outlinks title`` (``check_line``).
 - ``removed.txt``: ``URL date reason`` (``404``, ``410``).
 
 The policy is pure (``next_interval``, ``is_due``, ``verdict``); reading the files is at the end.
@@ -26,13 +28,15 @@ from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from .records import clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
+from .records import MAX_TITLE, clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
 from .seen import SeenSet
 
 SCHEDULE, CHECKS, REMOVED, LASTMOD = "schedule.txt", "checks.txt", "removed.txt", "lastmod.txt"
 SCHEDULE_HEADER = ("# url\tetag\tlast_modified\tinterval_s\tdue_unix\tchecks\tchanges\tchecked_at"
                    "\tcontent_hash\n")
-CHECKS_HEADER = "# url\tstatus\tresult\tchecked_at\tcontent_hash\n"
+CHECKS_HEADER = ("# url\tstatus\tresult\tchecked_at\tcontent_hash"
+                 "\t[content_type\tbytes\tcanonical\toutlinks\ttitle]\n")
+BODY_FIELDS = ("content_type", "bytes", "canonical", "outlinks", "title")   # checks.txt's optional tail
 REMOVED_HEADER = "# url\tdate\treason\n"
 INITIAL_INTERVAL = 86400.0      # a page just crawled is checked again after a day ...
 MIN_INTERVAL = 3600.0           # ... never more often than hourly ...
@@ -119,6 +123,19 @@ def after_check(page: Page, now: float, result: str, etag: str | None, last_modi
                 content_hash if content_hash else page.content_hash)
 
 
+def check_line(url: str, status: int | None, result: str, now: float, content_hash: str | None,
+                body: dict | None = None) -> str:
+    """checks.txt: ``URL status result checked_at content_hash``. ``body`` (the fetched version's
+    ``BODY_FIELDS``, as crawled.txt has them) adds five fields, so that after a change export shows
+    the new version's size, links and title rather than the first crawl's."""
+    line = f"{url}\t{'-' if status is None else status}\t{result}\t{utc_stamp(now)}\t{clean(content_hash or '-')}"
+    if body is not None:
+        values = [body.get(k) for k in BODY_FIELDS]
+        values[-1] = (values[-1] or "-")[:MAX_TITLE]
+        line += "".join(f"\t{'-' if v is None else clean(v)}" for v in values)
+    return line + "\n"
+
+
 # -- reading the files ------------------------------------------------------------------------------
 
 def parse_schedule_line(f: list[str]) -> Page | None:
@@ -160,14 +177,40 @@ def parse_stamp(text: str) -> float | None:
         return None
 
 
-def read_lastmod(folder: Path) -> dict[str, float]:
-    """lastmod.txt (from sitemaps) as url -> Unix time; the last line of a URL wins."""
+def cap_lastmod(lastmod: float, read_at: float) -> float:
+    """A lastmod later than the moment its sitemap was read cannot be a real modification time
+    (``2099-01-01`` would make the page due at every recrawl): it counts as that moment."""
+    return min(lastmod, read_at)
+
+
+def read_lastmod(folder: Path, now: float | None = None) -> dict[str, float]:
+    """lastmod.txt (from sitemaps) as url -> Unix time, each capped at when it was read; the last
+    line of a URL wins. Every line was read from its sitemap before the file was last written, so
+    the file's mtime (in whole seconds, like the times in the files; and no later than ``now``) is
+    when it was read at the latest: a hand-written line is capped the same way."""
+    path = Path(folder) / LASTMOD
+    try:
+        read_at = float(math.floor(path.stat().st_mtime))
+    except OSError:
+        return {}
+    if now is not None:
+        read_at = min(read_at, now)
     out: dict[str, float] = {}
-    for f in data_fields(Path(folder) / LASTMOD):
+    for f in data_fields(path):
         if len(f) > 1:
             t = parse_stamp(f[1])
             if t is not None:
-                out[f[0]] = t
+                out[f[0]] = cap_lastmod(t, read_at)
+    return out
+
+
+def listed_urls(folder: Path) -> SeenSet:
+    """Every URL a sitemap lists (lastmod.txt), whatever its lastmod (``-``, a date that does not
+    parse): the site's own list of its pages, so none of them is ``inactive`` for want of links."""
+    out = SeenSet()
+    for f in data_fields(Path(folder) / LASTMOD):
+        if f[0].strip():
+            out.add(f[0].strip())
     return out
 
 
@@ -180,7 +223,7 @@ def due_pages(folder: Path, now: float, everything: bool = False) -> list[tuple[
     """(url, depth) of the crawled pages to check now: all of them with ``everything``, else the
     due ones. Redirect hops, pages removed, and pages that never answered 2xx are not checked."""
     folder = Path(folder)
-    schedule, lastmod, gone = read_schedule(folder), read_lastmod(folder), removed_urls(folder)
+    schedule, lastmod, gone = read_schedule(folder), read_lastmod(folder, now), removed_urls(folder)
     out: list[tuple[str, int]] = []
     seen: set[str] = set()
     try:
@@ -259,7 +302,7 @@ def mark_inactive(folder: Path, seeds: tuple[str, ...], now: float) -> list[str]
     from .store import append_text, atomic_write
 
     folder = Path(folder)
-    gone, listed = removed_urls(folder), read_lastmod(folder)
+    gone, listed = removed_urls(folder), listed_urls(folder)
     live: set[str] = set()
     try:
         with open(folder / "crawled.txt", encoding="utf-8", errors="replace") as f:

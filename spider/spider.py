@@ -22,7 +22,7 @@ from .config import CrawlConfig
 from .fetch import Fetcher, Response
 from .links import Link, LinkFinder
 from .policy import REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
-from .politeness import effective_delay, tell_host
+from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
 from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, utc_stamp
@@ -101,6 +101,10 @@ class Spider:
         Crawl-delay yet. The request itself then sets the real slot (``_hold_host``)."""
         if self.robots is not None and self.robots.known(host) is None:
             return ROBOTS_PENDING
+        return self.host_delay(host)
+
+    def host_delay(self, host: str) -> float:
+        """The host's real delay (its floor, or what 429/503 or --auto-throttle made it), never ROBOTS_PENDING."""
         return min(self.config.max_delay, effective_delay(self.store.host_state(host), self.floor(host)))
 
     # -- one URL -------------------------------------------------------------------------------------
@@ -198,17 +202,27 @@ class Spider:
                 now + delay if s.reason == "-" else max(s.next_allowed, now + delay))))
 
     def _fetch_robots(self, url: str, previous: Rules | None = None) -> tuple[Rules, str]:
-        """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects."""
+        """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects.
+
+        Each hop is a request too and waits its turn, but only the host's real delay: the host's
+        shared slot is this fetch's own ROBOTS_PENDING hold, kept so that no other worker asks
+        the host before its rules are known (``robots_hop_ready``)."""
         target = url.split("/", 3)
         robots_url = f"{target[0]}//{target[2]}/robots.txt"
+        own = host_key(robots_url)
         current = robots_url
+        sent: dict[str, float] = {}   # host -> when this fetch last asked it
         for hop in range(ROBOTS_HOPS + 1):
-            if hop:   # each hop is a request too: it waits its turn like any other
-                host = host_key(current)
-                ready = self.store.host_state(host).next_allowed
+            host = host_key(current)
+            if hop:
+                ready = robots_hop_ready(self.store.host_state(host), sent.get(host), self.host_delay(host))
                 if ready > self.clock():
                     self.wait(ready - self.clock())
-            self._hold_host(current)
+            if host == own:
+                self._hold_host(current)   # ROBOTS_PENDING until _robots_gate sets the real slot
+            else:   # another host of the scope: its real delay, never shortening its own hold
+                self.store.reserve_host(host, self.clock() + self.host_delay(host))
+            sent[host] = self.clock()
             result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
             self._log_fetch(current, result)
             if isinstance(result, FetchFailure):
@@ -352,8 +366,10 @@ class Spider:
             else:
                 new_hash = f"{result.content_type or '-'}:{result.size}"
         what = recrawl.verdict(status, page.content_hash, new_hash)
-        if isinstance(result, Response) and what == "changed" and result.is_html and result.body:
-            self._take_page(claim, result)   # its new links join the queue
+        body = None   # the new version's content_type, bytes, canonical, outlinks, title (checks.txt)
+        if isinstance(result, Response) and what == "changed":
+            fields = self._take_page(claim, result) if result.is_html and result.body else {}   # new links queued
+            body = {"content_type": result.content_type, "bytes": result.size, **fields}
         elif isinstance(result, Response) and result.status in REDIRECT_STATUSES and result.location:
             self.add_links_to_queue(claim.url, [result.location], max(0, entry.depth - 1))
         etag = result.etag if isinstance(result, Response) else None
@@ -364,8 +380,7 @@ class Spider:
         if what == "removed":
             self.store.log("removed", f"{claim.url}\t{utc_stamp(now)}\t{status}\n")
         self.store.log("schedule", after.line())
-        self.store.log("checks", f"{claim.url}\t{status if status is not None else '-'}\t{what}\t"
-                                 f"{utc_stamp(now)}\t{clean(new_hash or '-')}\n")
+        self.store.log("checks", recrawl.check_line(claim.url, status, what, now, new_hash, body))
         self.store.settle(claim, "rechecked")
         self._open_claim = None
 
@@ -439,6 +454,19 @@ class Spider:
 
     def close(self) -> None:
         self.fetcher.close()
+
+
+def robots_hop_ready(state: HostState, last_sent: float | None, delay: float) -> float:
+    """When a redirect hop of a robots.txt fetch may be sent to a host in ``state``.
+
+    A host this fetch asked already (``last_sent``) waits one real ``delay`` after that request:
+    its ``next_allowed`` is the ROBOTS_PENDING hold of this same fetch (or of claims waiting for
+    these rules), and waiting for it stalled every same-host redirect for 30 s. A later time the
+    host set itself (Retry-After, parking) still holds. A host not asked yet waits for its slot."""
+    if last_sent is None:
+        return state.next_allowed
+    ready = last_sent + delay
+    return ready if state.reason == "-" else max(ready, state.next_allowed)
 
 
 def _folder_of(store: Store) -> Path:

@@ -40,6 +40,9 @@ _FIELDS = {"url-length": "url_length", "path-segments": "path_segments",
            "query-params": "query_params", "calendar": "calendar", "calendar-past": "calendar_past",
            "session-ids": "session_ids"}
 RULES = tuple(_FIELDS)
+# A run "repeated" once is any run at all: repeated-segments=1 would refuse every URL with a path.
+_LEAST = {"repeated_segments": 2}
+_WHY_LEAST = {"repeated_segments": ": a run of segments repeated once matches every path"}
 
 _DATE = re.compile(r"(?<![0-9])((?:19|20|21)[0-9]{2})[-/._](1[0-2]|0?[1-9])"
                    r"(?:[-/._](3[01]|[12][0-9]|0?[1-9]))?(?![0-9])")
@@ -81,8 +84,10 @@ class TrapRules:
                     parsed = int(value)
                 except ValueError:
                     raise ValueError(f"bad --trap {item!r}: {name} takes a whole number or 'off'") from None
-                if parsed < 1:   # type: ignore[operator]
-                    raise ValueError(f"bad --trap {item!r}: {name} must be at least 1 (or 'off')")
+                least = _LEAST.get(key, 1)
+                if parsed < least:   # type: ignore[operator]
+                    raise ValueError(f"bad --trap {item!r}: {name} must be at least {least} (or 'off')"
+                                     + _WHY_LEAST.get(key, ""))
             rules = replace(rules, **{key: parsed})  # type: ignore[arg-type]
         return rules
 

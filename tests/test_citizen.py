@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -29,12 +30,13 @@ import pytest
 
 from sitekit import TestSite, tree_links
 from spider.config import CrawlConfig
+from spider.crawl import budget_lines
 from spider.memory import MemoryStore
-from spider.politeness import PARK_FOR, parse_host_line
+from spider.politeness import PARK_FOR, HostState, parse_host_line
 from spider.records import QueueEntry, is_data, parse_queue_line
 from spider.robots import load as load_robots
 from conftest import FakeClock, run_until_done as run
-from spider.spider import Spider
+from spider.spider import Spider, robots_hop_ready
 from spider.urls import host_key
 
 MAIN = str(Path(__file__).resolve().parent.parent / "main.py")
@@ -319,6 +321,9 @@ def test_robots_txt_redirect_is_followed(site: TestSite, projects_dir: Path) -> 
     assert [r[:2] for r in rows(folder / "rejected.txt")] == [[site.url("/secret"), "robots"]]
     cached = load_robots((folder / "robots" / f"127.0.0.1_{site.port}.txt").read_text(encoding="utf-8"))
     assert cached.mode == "rules" and "Disallow: /secret" in cached.body
+    # --delay 0: the hop is sent at once (it used to wait for the 30 s hold of robots.txt pending)
+    times = {path: t for t, path, _ in site.log}
+    assert times["/real-robots.txt"] - times["/robots.txt"] < 5, site.log
 
 
 def test_robots_txt_redirect_hops_respect_the_delay(site: TestSite, projects_dir: Path) -> None:
@@ -329,6 +334,28 @@ def test_robots_txt_redirect_hops_respect_the_delay(site: TestSite, projects_dir
     times = [t for t, _, _ in site.log]
     assert len(times) == 3
     assert min(gaps(times)) >= 0.5 - TOLERANCE, gaps(times)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+def test_robots_txt_redirect_hops_wait_only_the_real_delay(site: TestSite, worker: Worker, delay: float) -> None:
+    # The fetch holds the host for ROBOTS_PENDING (30 s) so no other worker asks it before its
+    # rules are known; a same-host hop must not wait for that hold, only for --delay.
+    spider, store, clock = worker(site.url("/"), delay=delay)
+    times: list[tuple[float, str]] = []
+    stamped(site, clock, times, "/robots.txt", lambda n: (301, {"Location": "/real-robots.txt"}, ""), TEXT)
+    stamped(site, clock, times, "/real-robots.txt", lambda n: (200, None, "User-agent: *\nDisallow:\n"), TEXT)
+    stamped(site, clock, times, "/", lambda n: (200, None, html()))
+    run(spider)
+    assert [p for _, p in times] == ["/robots.txt", "/real-robots.txt", "/"]
+    assert [t - T0 for t, _ in times] == pytest.approx([0.0, delay, 2 * delay], abs=0.01)
+
+
+def test_robots_hop_ready() -> None:
+    pending = HostState(next_allowed=T0 + 30)                   # this fetch's own ROBOTS_PENDING hold
+    assert robots_hop_ready(pending, T0, 0.0) == T0
+    assert robots_hop_ready(pending, T0, 2.0) == T0 + 2
+    assert robots_hop_ready(replace(pending, reason="retry-after 429"), T0, 2.0) == T0 + 30   # the host's own
+    assert robots_hop_ready(HostState(next_allowed=T0 + 4), None, 2.0) == T0 + 4   # a host not asked yet
 
 
 def test_robots_txt_is_fetched_once_per_host_by_four_workers(site: TestSite, make_site: Callable[..., TestSite],
@@ -742,6 +769,40 @@ def test_max_pages_per_host(site: TestSite, make_site: Callable[..., TestSite], 
         assert table[hkey(s)]["crawled"] == "5"
         assert "host budget reached" in table[hkey(s)]["rest"]
     assert re.search(r"^rejected\s+(\d+)\s+\(host budget \1\)$", text, re.M), text
+
+
+def test_a_raised_host_budget_is_not_said_to_be_reached(site: TestSite, make_site: Callable[..., TestSite],
+                                                        projects_dir: Path) -> None:
+    # rejected.txt keeps the 'host budget' lines of every run: the summary used to name every
+    # host in them, whatever the budget now. The refused URLs stay refused: the summary says so.
+    sites = [site, make_site("127.0.0.2")]
+    for s in sites:
+        s.add_tree(8, 3)
+    seeds = [s.url("/") for s in sites]
+    first = crawl(projects_dir, "mph", *seeds, "--delay", "0", "--max-pages-per-host", "5", "--max-depth", "20")
+    assert "--max-pages-per-host 5 reached for 2 host(s)" in first.stderr, first.stderr
+    assert "rejected.txt ('host budget') and are not queued again" in first.stderr
+    again = crawl(projects_dir, "mph", "--max-pages-per-host", "10")
+    assert "reached" not in again.stderr, again.stderr
+    assert re.search(r"note: \d+ URL\(s\) of 2 host\(s\) refused as 'host budget' by an earlier, lower "
+                     r"--max-pages-per-host stay in rejected.txt", again.stderr), again.stderr
+    table = status_rows(status(projects_dir, "mph"))
+    for s in sites:
+        assert table[hkey(s)]["crawled"] == "5" and table[hkey(s)]["rest"].endswith(" ok")
+    lowered = crawl(projects_dir, "mph", "--max-pages-per-host", "4")
+    assert "--max-pages-per-host 4 reached for 2 host(s)" in lowered.stderr, lowered.stderr
+
+
+@pytest.mark.parametrize("refused, known, says", [
+    ({}, {}, []),
+    ({"a": 3}, {"a": 5}, ["reached for 1 host(s): a;"]),
+    ({"a": 3}, {"a": 7}, ["reached for 1 host(s): a;"]),                 # a lower budget now
+    ({"a": 3}, {"a": 4}, ["note: 3 URL(s) of 1 host(s)"]),              # raised since the refusals
+    ({"a": 3, "b": 2}, {"a": 5, "b": 1}, ["reached for 1 host(s): a;", "note: 2 URL(s) of 1 host(s)"]),
+])
+def test_budget_lines(refused: dict, known: dict, says: list[str]) -> None:
+    lines = budget_lines(5, refused, known)
+    assert len(lines) == len(says) and all(part in line for part, line in zip(says, lines)), lines
 
 
 def test_a_host_budget_refusal_is_logged_once(site: TestSite, projects_dir: Path) -> None:

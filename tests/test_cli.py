@@ -312,6 +312,34 @@ def test_bad_seed_in_settings_file(projects_dir: Path) -> None:
     assert "not a url" in assert_error_line(crawl(projects_dir, "p"))
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--trap", "repeated-segments=1"], "repeated-segments must be at least 2"),   # refused every path
+    (["--recrawl-min", "inf"], "recrawl_min must be a finite number of seconds"),
+    (["--recrawl-min", "nan"], "recrawl_min must be a finite number of seconds"),
+    (["--recrawl-max", "inf"], "recrawl_max must be a finite number of seconds"),
+    (["--recrawl-max", "1e309"], "recrawl_max must be a finite number of seconds"),
+], ids=["repeated-segments-1", "recrawl-min-inf", "recrawl-min-nan", "recrawl-max-inf", "recrawl-max-1e309"])
+def test_option_values_that_cannot_work_are_one_error_line(projects_dir: Path, args: list[str], says: str) -> None:
+    assert says in assert_error_line(crawl(projects_dir, "p", DUMMY_URL, *args))
+    assert list(projects_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, warned", [
+    (["--prefer", "/a"], "--prefer only applies to --order best; ignored with --order bfs"),
+    (["--order", "dfs", "--prefer", "/a", "--defer", "/b"],
+     "--prefer and --defer only apply to --order best; ignored with --order dfs"),
+    (["--order", "best", "--defer", "/b"], None),
+])
+def test_prefer_and_defer_without_order_best_are_warned_about(
+        projects_dir: Path, site: TestSite, args: list[str], warned: Optional[str]) -> None:
+    site.route("/", body=links("/a"))
+    site.route("/a", body=links())
+    result = ok(crawl(projects_dir, "p", site.url("/"), *args))
+    warnings = [line for line in result.stderr.splitlines() if "only appl" in line]
+    assert warnings == ([f"warning: {warned}"] if warned else []), result.stderr
+    assert page_hits(site) == {"/": 1, "/a": 1}                      # the crawl goes on
+
+
 # ------------------------------------------------------------------------------------ a first crawl
 
 

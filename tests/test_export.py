@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from spider.export import FIELDS, Skipped, export, records, write_csv, write_jsonl
+from spider.recrawl import check_line
 from spider.records import CRAWLED_HEADER, FAILED_HEADER, crawled_line, failed_line
 
 T0 = calendar.timegm((2026, 1, 1, 10, 0, 0))
@@ -111,10 +112,11 @@ def write_full_project(folder: Path) -> list[dict]:
              canonical=f"{a}/canon"),
         page(f"{a}/doc.pdf", 200, "application/pdf", 88123, 2, at(3)),
         page(f"{a}/unchanged", 304, "text/html", 10, 1, at(100), "Same", "h-u", 1),
-        page(f"{a}/changed", 200, "text/html", 20, 1, at(200), "Changes", "h-c2", 2),
+        # a changed check replaced the content: what its old version measured is not shown
+        page(f"{a}/changed", 200, None, None, 1, at(200), None, "h-c2", None),
         page(f"{a}/gone", 410, "text/html", 30, 1, at(101), "Gone", "h-g", 0, state="removed"),
         page(f"{a}/lonely", 304, "text/html", 40, 2, at(300), "Lonely", "h-l", 0, state="inactive"),
-        page(f"{a}/back", 200, "text/html", 50, 1, at(110), "Back", "h-b2", 1),
+        page(f"{a}/back", 200, None, None, 1, at(110), None, "h-b2", None),
         page(f"{a}/again", 200, "text/html", 60, 1, at(10), "Again", "h-a", 1),
         page(f"{a}/flaky", None, "text/html", 80, 1, at(121), "Flaky", "h-f", 1),
         page(f"{a}/twice", 200, "text/html", 71, 1, at(14), "Second fetch", "h-t2", 2),
@@ -355,3 +357,51 @@ def test_short_hand_written_lines_are_records_with_unknown_fields(tmp_path: Path
     assert [(r["url"], r["state"], r["status"], r["fetched_at"]) for r in got] == [
         ("https://a.test/by-hand", "crawled", None, None), ("https://a.test/broken", "failed", None, None)]
     assert skipped.counts == {"failed.txt": 1}   # a failure without a reason is not a record
+
+
+def test_a_changed_check_never_pairs_the_new_hash_with_the_old_page(tmp_path: Path) -> None:
+    """After a ``changed`` recheck, what crawled.txt measured of the old version (content_type,
+    bytes, canonical, outlinks, title) is not the page's any more: the check's own values when
+    checks.txt carries them (10 fields), else null. 5-field lines stay valid."""
+    p = tmp_path / "p"
+    p.mkdir()
+    a = "https://a.test"
+    names = ("bare", "full", "full-then-304", "bare-after-full", "stale", "unchanged", "removed", "pdf")
+    (p / "crawled.txt").write_text("".join(
+        crawled_line(f"{a}/{n}", 200, "text/html", 111, 0, T0, content_hash="h1", canonical=f"{a}/c",
+                     outlinks=7, title="Old title") for n in names))
+    new = {"content_type": "text/html; charset=utf-8", "bytes": 222, "canonical": None, "outlinks": 3,
+           "title": "New\ttitle"}
+    (p / "checks.txt").write_text(
+        check_line(f"{a}/bare", 200, "changed", T0 + 10, "h2")
+        + check_line(f"{a}/full", 200, "changed", T0 + 10, "h2", new)
+        + check_line(f"{a}/full-then-304", 200, "changed", T0 + 10, "h2", new)
+        + check_line(f"{a}/full-then-304", 304, "unchanged", T0 + 20, None)
+        + check_line(f"{a}/bare-after-full", 200, "changed", T0 + 10, "h2", new)
+        + check_line(f"{a}/bare-after-full", 200, "changed", T0 + 20, "h3")
+        + check_line(f"{a}/stale", 200, "changed", T0 - 10, "h0", new)      # older than the crawled line
+        + check_line(f"{a}/unchanged", 200, "unchanged", T0 + 10, "h1")
+        + check_line(f"{a}/removed", 404, "removed", T0 + 10, None)
+        + check_line(f"{a}/pdf", 200, "changed", T0 + 10, "application/pdf:9",
+                     {"content_type": "application/pdf", "bytes": 9})
+        + f"{a}/full\t200\tchanged\t{at(30)}\th4\ttext/html\tmany\t-\t1\tx\n"   # garbage: bytes
+        + f"{a}/full\t200\tchanged\t{at(30)}\th4\ttext/html\t5\n")               # garbage: 7 fields
+    skipped = Skipped()
+    got = {r["url"].rsplit("/", 1)[1]: r for r in records(p, skipped)}
+    assert skipped.counts == {"checks.txt": 2}
+
+    def body(name: str) -> tuple:
+        r = got[name]
+        return r["content_type"], r["bytes"], r["canonical"], r["outlinks"], r["title"], r["content_hash"]
+
+    old = ("text/html", 111, f"{a}/c", 7, "Old title")
+    fresh = ("text/html; charset=utf-8", 222, None, 3, "New title")
+    assert body("bare") == (None, None, None, None, None, "h2")
+    assert body("full") == fresh + ("h2",)
+    assert body("full-then-304") == fresh + ("h2",) and got["full-then-304"]["status"] == 304
+    assert body("bare-after-full") == (None, None, None, None, None, "h3")
+    assert body("stale") == old + ("h1",)
+    assert body("unchanged") == old + ("h1",)       # same content: what was measured still holds
+    assert body("removed") == old + ("h1",) and got["removed"]["state"] == "removed"
+    assert body("pdf") == ("application/pdf", 9, None, None, None, "application/pdf:9")
+    assert check_line(f"{a}/x", None, "failed", T0, None) == f"{a}/x\t-\tfailed\t{at(0)}\t-\n"

@@ -93,6 +93,14 @@ def changing(site: TestSite) -> Changing:
     return c
 
 
+def next_second() -> None:
+    """Sleep into the next whole second: checks are recorded to the second, and a sitemap read (a
+    lastmod.txt written) in the second of a check does not count as after it."""
+    import time
+
+    time.sleep(1.001 - time.time() % 1)
+
+
 def checks(folder: Path) -> dict[str, list[list[str]]]:
     out: dict[str, list[list[str]]] = {}
     for r in rows(folder / "checks.txt"):
@@ -175,6 +183,7 @@ def test_only_due_pages_are_checked_and_a_sitemap_lastmod_makes_one_due(changing
     r = ok(cli(projects_dir, "recrawl", "f", "--delay", "0"))
     assert "0 page(s) to check" in r.stderr and dict(site.hits) == hits   # nothing due yet
     # A sitemap says /lm changed after our last check: it is due at once.
+    next_second()
     (folder / "lastmod.txt").write_text(f"{site.url('/lm')}\t2099-01-01\t{site.url('/sitemap.xml')}\n")
     assert "due       1" in ok(cli(projects_dir, "status", "f")).stdout
     ok(cli(projects_dir, "recrawl", "f", "--delay", "0"))
@@ -369,3 +378,92 @@ def test_seed_queues_sitemap_urls_without_crawling(site: TestSite, projects_dir:
     ok(cli(projects_dir, "crawl", "s", "--delay", "0"))
     assert site.hits["/orphan-1"] == 1 and site.hits["/orphan-2"] == 1
     assert cli(projects_dir, "seed", "missing").returncode == 1
+
+
+def test_sitemap_entries_are_never_inactive_whatever_their_lastmod(site: TestSite, projects_dir: Path) -> None:
+    """robots.txt -> sitemap index -> sitemaps whose entries have a lastmod, none, or one that does
+    not parse: every listed page is exempt from ``inactive``, linked from anywhere or not."""
+    u = site.url
+    site.route("/robots.txt", body=f"User-agent: *\nSitemap: {u('/index.xml')}\n", content_type="text/plain")
+    site.route("/", body='<title>home</title><a href="/linked">linked</a>')
+    site.route("/linked", body="<title>linked</title>linked page")
+    for name in ("g1", "g2", "g3", "h1"):
+        site.route(f"/{name}.html", body=f"<title>{name}</title>only in a sitemap")
+    site.route("/index.xml", content_type="application/xml", body=(
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f'<sitemap><loc>{u("/g.xml")}</loc></sitemap><sitemap><loc>{u("/h.xml")}</loc></sitemap></sitemapindex>'))
+    site.route("/g.xml", content_type="application/xml", body=(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f'<url><loc>{u("/g1.html")}</loc><lastmod>2026-11-01</lastmod></url>'
+        f'<url><loc>{u("/g2.html")}</loc></url>'
+        f'<url><loc>{u("/g3.html")}</loc><lastmod>last tuesday</lastmod></url></urlset>'))
+    site.route("/h.xml", content_type="application/xml", body=(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f'<url><loc>{u("/h1.html")}</loc></url></urlset>'))
+    ok(cli(projects_dir, "crawl", "s", u("/"), "--delay", "0", "--sitemaps"))
+    folder = projects_dir / "s"
+    assert {u(f"/{n}.html") for n in ("g1", "g2", "g3", "h1")} <= {r[0] for r in rows(folder / "crawled.txt")}
+    site.route("/", body="<title>home</title>no links any more")   # /linked is now linked from nowhere
+    for _ in range(3):
+        ok(cli(projects_dir, "recrawl", "s", "--all", "--delay", "0"))
+    assert [r[0] for r in rows(folder / "removed.txt") if r[2] == "inactive"] == [u("/linked")]
+    assert rows(folder / "unlinked.txt") == []
+
+
+def test_a_future_sitemap_lastmod_makes_a_page_due_once_not_forever(changing: Changing,
+                                                                   projects_dir: Path) -> None:
+    site = changing.site
+    ok(cli(projects_dir, "crawl", "f", site.url("/"), "--delay", "0"))
+    folder = projects_dir / "f"
+    next_second()
+    (folder / "lastmod.txt").write_text(f"{site.url('/lm')}\t2099-01-01\t{site.url('/sitemap.xml')}\n")
+    hits = site.hits["/lm"]
+    ok(cli(projects_dir, "recrawl", "f", "--delay", "0"))
+    assert site.hits["/lm"] == hits + 1                    # due: the sitemap was read after the last check
+    for _ in range(2):   # checked since: a date in the future says nothing new
+        r = ok(cli(projects_dir, "recrawl", "f", "--delay", "0"))
+        assert "0 page(s) to check" in r.stderr and site.hits["/lm"] == hits + 1
+    assert "due       0" in ok(cli(projects_dir, "status", "f")).stdout
+
+
+def test_read_lastmod_caps_a_date_at_when_it_was_read(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "lastmod.txt").write_text("http://a.test/future\t2099-01-01\tx\n"
+                                          "http://a.test/past\t2026-11-01\tx\n"
+                                          "http://a.test/none\t-\tx\n"
+                                          "http://a.test/bad\tlast tuesday\tx\n")
+    read_at = recrawl.parse_stamp("2026-11-30T10:00:00Z")
+    assert read_at is not None
+    os.utime(tmp_path / "lastmod.txt", (read_at + 0.5, read_at + 0.5))   # whole seconds, like the files
+    assert recrawl.read_lastmod(tmp_path) == {"http://a.test/future": read_at,
+                                              "http://a.test/past": recrawl.parse_stamp("2026-11-01")}
+    assert recrawl.read_lastmod(tmp_path, now=read_at - 60)["http://a.test/future"] == read_at - 60
+    assert recrawl.cap_lastmod(5000.0, 1000.0) == 1000.0 and recrawl.cap_lastmod(500.0, 1000.0) == 500.0
+    listed = recrawl.listed_urls(tmp_path)
+    assert all(f"http://a.test/{p}" in listed for p in ("future", "past", "none", "bad"))
+    assert "http://a.test/other" not in listed
+
+
+def test_export_after_a_changed_recheck_shows_no_field_of_the_old_version(changing: Changing,
+                                                                        projects_dir: Path) -> None:
+    """checks.txt says changed, with a new hash: bytes, outlinks, title... are the new version's
+    (when the check recorded them) or null, never the first crawl's next to the new hash."""
+    import json
+
+    site = changing.site
+    ok(cli(projects_dir, "crawl", "f", site.url("/"), "--delay", "0"))
+    folder = projects_dir / "f"
+    first = next(r for r in rows(folder / "crawled.txt") if r[0] == site.url("/etag"))
+    site.route("/new", body="<title>new</title>a new page")
+    changing.change("/etag", ["/", "/new"])
+    ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
+    check = checks(folder)[site.url("/etag")][-1]
+    assert check[:2] == ["200", "changed"] and check[3] != first[7]
+    out = ok(cli(projects_dir, "export", "f", "--format", "jsonl")).stdout
+    rec = next(r for r in map(json.loads, out.splitlines()) if r["url"] == site.url("/etag"))
+    assert rec["status"] == 200 and rec["content_hash"] == check[3] and rec["fetched_at"] == check[2]
+    # the new version links to 2 pages (the old one to 1) and is longer; its title is the same
+    assert rec["outlinks"] in (None, 2) and (rec["bytes"] is None or rec["bytes"] > int(first[3]))
+    assert rec["title"] in (None, "/etag") and rec["content_type"] in (None, "text/html")
+    assert (rec["bytes"], rec["outlinks"]) != (int(first[3]), int(first[9]))

@@ -280,6 +280,8 @@ def test_from_settings_later_overrides_win():
     ("url-length=1.5", "takes a whole number"),
     ("url-length=0", "at least 1"),
     ("calendar=-3", "at least 1"),
+    ("repeated-segments=1", "repeated-segments must be at least 2"),   # once: every path repeats
+    ("repeated-segments=0", "repeated-segments must be at least 2"),
     ("url-length=3\nx", "takes a whole number"),
     ("bad\nname=1", "expected NAME=VALUE"),
 ])
