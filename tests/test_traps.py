@@ -446,6 +446,37 @@ def test_stats_census_is_reset_when_queue_txt_is_replaced(tmp_path: Path):
     assert rec.sample(5, 0, 4, 0, 0).split("\t")[9:11] == ["a.test/doc/{n}", "4"]
 
 
+def test_stats_census_of_a_big_queue_is_a_fair_sample(tmp_path: Path):
+    """Past CENSUS_SAMPLE_BYTES the census counts 1 URL in k (by CRC, so the claims of those same
+    URLs are subtracted): the top pattern's estimate stays within a few percent of the truth,
+    both when the queue is first read and after many claims."""
+    from spider.stats import CENSUS_SAMPLE_BYTES
+    queue = tmp_path / "queue.txt"
+    lines = [QueueEntry(H + f"/cal/{i}/x", 1).line() for i in range(80_000)]
+    lines += [QueueEntry(H + f"/doc/{i}", 1).line() for i in range(20_000)]
+    lines.insert(5, "# a comment\n")
+    lines.insert(7, "  \n")
+    lines.insert(9, H + "/cal/crlf/x\t1\t0\t0\t-\r\n")
+    queue.write_text("".join(lines))
+    assert queue.stat().st_size > 2 * CENSUS_SAMPLE_BYTES
+    rec = StatsRecorder(tmp_path)
+    f = rec.sample(100_001, 0, 0, 0, 0).split("\t")
+    assert f[9] == "a.test/cal/{n}/x" and abs(int(f[10]) - 80_000) < 0.05 * 80_000, f[9:11]
+    store = FileStore(tmp_path, owner=1).open()
+    claims = store.claim(30_000, 0.0, lambda h: 0.0).claims
+    assert len(claims) == 30_000
+    f = rec.sample(70_001, 30_000, 0, 0, 0).split("\t")
+    left = 80_000 - sum(1 for c in claims if c.url.endswith("/x") and "crlf" not in c.url)
+    assert f[9] == "a.test/cal/{n}/x" and abs(int(f[10]) - left) < 0.1 * left, (f[9:11], left)
+    # exactly: the URLs sampled when queued are the ones subtracted when claimed
+    import zlib
+    taken = {c.url for c in claims}
+    k = rec._every
+    assert k and k > 1
+    assert int(f[10]) == k * sum(1 for i in range(80_000) if H + f"/cal/{i}/x" not in taken
+                                 and zlib.crc32(f"{H}/cal/{i}/x".encode()) % k == 0)
+
+
 def test_stats_with_nothing_pending_says_dash(tmp_path: Path):
     line = StatsRecorder(tmp_path).sample(0, 0, 0, 0, 0, when=0.0)
     assert line.rstrip("\n").split("\t")[9:] == ["-", "0", "-", "0"]
