@@ -58,18 +58,10 @@ class _Tail:
         return (raw.decode("utf-8", "replace") for raw in self.raw_lines())
 
     def raw_lines(self) -> Iterator[bytes]:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return iter(())
-        self.replaced = self.ino is not None and st.st_ino != self.ino
-        if self.replaced or st.st_size < self.pos:
-            self.pos = 0
-        self.ino = st.st_ino
-        return self._read(st.st_size)
+        return (line for chunk in self.raw_chunks() for line in chunk.splitlines())
 
     def raw_chunks(self) -> Iterator[bytes]:
-        """Like ``raw_lines``, as chunks of whole lines (for readers that work on them in C)."""
+        """The new lines as chunks of whole lines (for readers that work on them in C)."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -79,10 +71,6 @@ class _Tail:
             self.pos = 0
         self.ino = st.st_ino
         return self._chunks(st.st_size)
-
-    def _read(self, size: int) -> Iterator[bytes]:
-        for chunk in self._chunks(size):
-            yield from chunk.splitlines()
 
     def _chunks(self, size: int) -> Iterator[bytes]:
         if size <= self.pos:
