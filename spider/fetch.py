@@ -408,7 +408,7 @@ class Fetcher:
                 return FetchFailure("unsupported content encoding", False, ",".join(encodings))
             media, charset = parse_content_type(r.headers.get("Content-Type"))
             declared = _int(r.headers.get("Content-Length"))
-            location = r.headers.get("Location")
+            location = _utf8_header(r.headers.get("Location"))
             retry_after = r.headers.get("Retry-After")
             body = b""
             size = declared or 0
@@ -513,3 +513,15 @@ def failure_of(exc: BaseException) -> FetchFailure:
             return FetchFailure("connection refused", True, text)
         return FetchFailure("connection error", True, text)
     return FetchFailure(name.lower(), False, text)
+
+
+def _utf8_header(value: str | None) -> str | None:
+    """A header as its sender meant it: http.client reads header bytes as Latin-1, but a server
+    that puts a raw non-ASCII path in ``Location`` sends UTF-8 (as browsers assume), so
+    ``/t/caf\xc3\xa9`` is ``/t/café``, not ``/t/cafÃ©``. Bytes that are not UTF-8 stay Latin-1."""
+    if value is None or value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value

@@ -42,6 +42,7 @@ _PRESCAN_BYTES = 4096
 _META_CHARSET_RE = re.compile(
     rb"""<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([A-Za-z0-9._:\-]+)""", re.IGNORECASE
 )
+_COMMENT_RE = re.compile(rb"<!--.*?(?:-->|$)", re.DOTALL)   # an unclosed one runs to the end
 _XML_DECL_CHARSET_RE = re.compile(
     rb"""\A\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:\-]+)""", re.IGNORECASE
 )
@@ -192,7 +193,10 @@ def _detect_encoding(body: bytes, charset: str | None = None) -> tuple[str, int]
     if given:
         return given, 0
     head = body[:_PRESCAN_BYTES]
-    match = _META_CHARSET_RE.search(head) or _XML_DECL_CHARSET_RE.match(head)
+    xml = _XML_DECL_CHARSET_RE.match(head)
+    if b"<!--" in head:   # the HTML pre-scan skips comments: a <meta> inside one does not count
+        head = _COMMENT_RE.sub(b"", head)
+    match = _META_CHARSET_RE.search(head) or xml
     if match:
         declared = _codec_for(match.group(1), from_document=True)
         if declared:

@@ -10,6 +10,7 @@ the next run fetch that page again; it never loses a page or its links.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 import traceback
@@ -250,8 +251,13 @@ class Spider:
         hop = crawled_line(claim.url, resp.status, resp.content_type or "-", resp.size, entry.depth,
                            now, target or clean(resp.location))
         if target is None:
-            self.store.settle(claim, "failed", record=failed_line(
-                claim.url, "redirect to a non-http URL", entry.depth, now))
+            # resolve() gives None for a fragment alone (the same page again) and for targets that
+            # are not http(s) URLs at all, or not URLs (a bad port, a space in the host)
+            loc = (resp.location or "").strip()
+            why = ("redirect loop" if loc.startswith("#") else
+                   "redirect to a non-http URL" if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", loc)
+                   and not loc.lower().startswith(("http:", "https:")) else "redirect to an invalid URL")
+            self.store.settle(claim, "failed", record=failed_line(claim.url, why, entry.depth, now))
             return None
         if target in chain:
             self.store.settle(claim, "failed", record=failed_line(claim.url, "redirect loop", entry.depth, now))

@@ -426,6 +426,28 @@ def test_redirect_with_a_latin1_location_fails_as_invalid_response(site: TestSit
     no_internal_errors(store)
 
 
+def test_a_utf8_location_is_followed_as_the_browser_would(site: TestSite, worker: Worker) -> None:
+    # raw UTF-8 bytes of 'café' in Location: http.client reads them as Latin-1 ('cafÃ©')
+    site.route("/utf8", raw=raw_response(b"HTTP/1.1 302 Found\r\nLocation: /t/caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n"))
+    site.route("/t/caf%C3%A9", body=html())
+    spider, store, _ = worker(site.url("/utf8"))
+    run(spider)
+    assert crawled(store)[site.url("/utf8")][5] == site.url("/t/caf%C3%A9")
+    assert site.hits["/t/caf%C3%A9"] == 1 and not any("%C3%83" in p for p in site.hits)
+    no_internal_errors(store)
+
+
+def test_a_redirect_that_leads_nowhere_says_why(site: TestSite, worker: Worker) -> None:
+    site.route("/frag", status=302, headers={"Location": "#top"})             # this page again
+    site.route("/ftp", status=302, headers={"Location": "ftp://files.test/x"})
+    site.route("/badport", status=302, headers={"Location": "http://127.0.0.1:99999/x"})
+    spider, store, _ = worker(site.url("/frag"), site.url("/ftp"), site.url("/badport"))
+    run(spider)
+    assert {p: reason(store, site.url(p)) for p in ("/frag", "/ftp", "/badport")} == {
+        "/frag": "redirect loop", "/ftp": "redirect to a non-http URL", "/badport": "redirect to an invalid URL"}
+    no_internal_errors(store)
+
+
 def test_hostile_header_values_cannot_break_a_record(site: TestSite, worker: Worker) -> None:
     site.route("/ct", raw=raw_response(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\tinjected\t999\r\n"
                                        b"Content-Length: 2\r\n\r\nok"))

@@ -294,6 +294,13 @@ def test_utf16_with_bom(encoding: str):
     assert_cafe(parse(body))
 
 
+@pytest.mark.parametrize("comment", ["<!--[if IE]><meta charset='koi8-r'><![endif]-->",
+                                     "<!-- <meta charset='koi8-r'> -->"])
+def test_a_meta_charset_inside_a_comment_does_not_count(comment: str):
+    assert_cafe(parse(comment.encode() + cafe()))                                  # UTF-8, as undeclared
+    assert_cafe(parse(comment.encode() + cafe('<meta charset="iso-8859-1">', "iso-8859-1")))   # the real one
+
+
 def test_utf8_bom():
     page = parse(b"\xef\xbb\xbf" + cafe())
     assert_cafe(page)
