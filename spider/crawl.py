@@ -59,9 +59,10 @@ class Summary:
     def line(self) -> str:
         now = self.crawled if self.this_run < 0 else self.this_run
         rate = now / self.seconds if self.seconds > 0 else 0.0
-        hops = f" (+{self.hops} redirects)" if self.hops else ""
-        run = f" ({now} in this run)" if now != self.crawled else ""
-        return (f"crawled {self.crawled}{run}{hops}, failed {self.failed}, pending {self.pending}, "
+        extra = ([f"+{self.hops} redirect{'s' if self.hops != 1 else ''}"] if self.hops else []) + \
+            ([f"{now} in this run"] if now != self.crawled else [])
+        more = f" ({'; '.join(extra)})" if extra else ""
+        return (f"crawled {self.crawled}{more}, failed {self.failed}, pending {self.pending}, "
                 f"rejected {self.rejected} in {self.seconds:.1f} s ({rate:.1f} pages/s)")
 
 
@@ -91,6 +92,7 @@ class Crawl:
         self.stop = _StopSignal()
         self.alarm: str | None = None     # the trap alarm, while it fires
         self.warned: set[str] = set()     # patterns already warned about
+        self.told: set[tuple[str, str]] = set()   # (host, reason) of held hosts already said
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self, seed_only: bool = False) -> int:
@@ -255,6 +257,8 @@ class Crawl:
                       "(run again with a higher --max-pages to go on)")
         elif s.stopped_by == "interrupted":
             self._say("run the same command again to resume")
+        if s.crawled == 0 and s.failed:
+            self._say(f"nothing crawled; failed: {_failure_reasons(self.folder / 'failed.txt')}; see failed.txt")
         if self.config.max_pages_per_host is not None:
             for line in budget_lines(self.config.max_pages_per_host, *_host_budget_counts(self.folder)):
                 self._say(line)
@@ -310,6 +314,7 @@ class Crawl:
                 if now - last_sample >= STATS_EVERY:
                     last_sample = now
                     self._sample(store.refresh())
+                    self._tell_held_hosts(store)
                 if now - last_status >= self.status_every:
                     last_status = now
                     self._status_line(store.refresh(), rate)
@@ -324,6 +329,18 @@ class Crawl:
         finally:
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old_term)
+
+    def _tell_held_hosts(self, store: FileStore) -> None:
+        """Say once why a host's URLs wait (a START_URL on a wrong port otherwise looked like a
+        crawl doing nothing for ten minutes: robots.txt is retried every 5 minutes)."""
+        for host, reason, until in store.held_hosts(time.time()):
+            if (host, reason) in self.told:
+                continue
+            self.told.add((host, reason))
+            hint = ("; --ignore-robots skips it (only for sites whose owners agree)"
+                    if reason.startswith("robots.txt") else "")
+            self._say(f"note: {host}: {reason}; its URLs wait until "
+                      f"{time.strftime('%H:%M:%S', time.gmtime(until))} UTC{hint}")
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.interrupts += 1
@@ -407,6 +424,12 @@ def _host_budget_counts(folder: Path) -> tuple[Counter[str], Counter[str]]:
     known_urls = {f[0] for name in ("queue.txt", "crawled.txt", "failed.txt") for f in data_fields(folder / name)
                   if f[0].startswith(("http://", "https://")) and host_key(f[0]) in refused}
     return refused, Counter(host_key(u) for u in known_urls)
+
+
+def _failure_reasons(path: Path, n: int = 3) -> str:
+    """The most common reasons in failed.txt, for a run that crawled nothing."""
+    reasons = Counter(f[1] for f in data_fields(path) if len(f) > 1)
+    return ", ".join(f"{r} ({k})" for r, k in reasons.most_common(n)) or "?"
 
 
 class _Rate:

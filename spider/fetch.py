@@ -312,8 +312,18 @@ def _capture(r: requests.Response, ex: Exchange) -> None:
     ex.response = response_head(raw.version or 11, raw.status, raw.reason or "", headers)
     ex.declared = _int(r.headers.get("Content-Length"))
     ex.complete = r.status_code in (204, 304) or r.status_code < 200
-    with contextlib.suppress(Exception):
-        ex.ip = raw._connection.sock.getpeername()[0]
+    ex.ip = _peer_address(raw, original)
+
+
+def _peer_address(raw: object, original: object) -> str | None:
+    """The server's IP address, from the pooled connection, or else from the socket the response
+    is read from (HTTP/1.0 servers that close: urllib3 gives the connection up at once). None
+    when neither is open any more (an empty body the server closed at once)."""
+    for get in (lambda: raw._connection.sock,                  # type: ignore[attr-defined]
+                lambda: original.fp.raw._sock):                # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):
+            return str(get().getpeername()[0])
+    return None
 
 
 class Fetcher:

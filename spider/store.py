@@ -766,6 +766,12 @@ class FileStore:
         nxt = self._host_next.get(host, 0.0)
         return st if st.next_allowed >= nxt else replace(st, next_allowed=nxt)
 
+    def held_hosts(self, now: float) -> list[tuple[str, str, float]]:
+        """(host, reason, until) of the hosts held back for a reason (robots.txt unavailable,
+        Retry-After, parked), as this process last saw them: what a person watching should know."""
+        return sorted((h, st.reason, st.next_allowed) for h, st in self._host_state.items()
+                      if st.reason != "-" and max(st.next_allowed, self._host_next.get(h, 0.0)) > now)
+
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
         """Apply a politeness rule to a host's shared state, under the lock, for every worker."""
         def go() -> HostState:

@@ -451,7 +451,7 @@ def test_max_pages_is_exact_and_resumable(projects_dir: Path, site: TestSite) ->
     files = {n: (folder / n).read_text() for n in ("crawled.txt", "failed.txt", "queue.txt")}
     result = ok(crawl(projects_dir, "p", "--max-pages", "6"))
     assert "max-pages" in result.stderr
-    assert "(0 in this run)" in result.stderr and "(0.0 pages/s)" in result.stderr, result.stderr
+    assert " 0 in this run)" in result.stderr and "(0.0 pages/s)" in result.stderr, result.stderr
     assert page_hits(site) == hits
     assert {n: (folder / n).read_text() for n in files} == files
     ok(crawl(projects_dir, "p"))  # the saved budget is reused: still nothing to do
@@ -460,7 +460,7 @@ def test_max_pages_is_exact_and_resumable(projects_dir: Path, site: TestSite) ->
     # A higher budget goes on from where the crawl stopped.
     result = ok(crawl(projects_dir, "p", "--max-pages", "11"))
     assert completed(folder) == 11
-    run = re.search(r"crawled (\d+) \((\d+) in this run\)", result.stderr)
+    run = re.search(r"crawled (\d+) \((?:\+\d+ redirects?; )?(\d+) in this run\)", result.stderr)
     assert run and 0 < int(run[2]) < int(run[1]), result.stderr   # the rate is of this run's pages
     assert settings_of(folder)["max_pages"] == ["11"]
 
@@ -897,3 +897,39 @@ def test_crawl_honours_robots_txt(projects_dir: Path, demo_url: str) -> None:
     assert not disallowed & set(crawled + urls_in(folder / "failed.txt"))
     reasons = {f[0]: f[1] for f in data_lines(folder / "rejected.txt")}
     assert {url: "robots" for url in disallowed}.items() <= reasons.items()
+
+
+def test_a_start_url_nobody_answers_is_said_within_seconds(projects_dir: Path) -> None:
+    """A wrong port used to look like a crawl doing nothing for ten minutes (robots.txt is retried
+    every 5 minutes): the parent says why the host's URLs wait as soon as it is known."""
+    import signal
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()   # nothing listens there now
+    proc = popen_crawl(projects_dir, "p", f"http://127.0.0.1:{port}/", "--workers", "1", "--delay", "0",
+                       "--connect-timeout", "0.5")
+    try:
+        time.sleep(6)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        stop(proc)
+    assert re.search(rf"^note: 127\.0\.0\.1:{port}: robots\.txt unavailable; its URLs wait until "
+                     r"\d\d:\d\d:\d\d UTC; --ignore-robots skips it", err, re.M), err
+    assert err.count("robots.txt unavailable;") == 1, err   # said once, not every sample
+
+
+def test_a_run_that_crawled_nothing_says_why(projects_dir: Path) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    result = ok(cli(projects_dir, "crawl", "p", f"http://127.0.0.1:{port}/", "--ignore-robots",
+                    "--max-attempts", "1", "--delay", "0", "--workers", "1"))
+    assert re.search(r"^nothing crawled; failed: connection refused \(1\); see failed\.txt$",
+                     result.stderr, re.M), result.stderr

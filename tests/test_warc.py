@@ -115,6 +115,20 @@ def rig(warc_dir: Path) -> Iterator[Rig]:
 # --------------------------------------------------------------------------- what is recorded
 
 
+def test_the_ip_address_of_a_server_that_closes_the_connection(site: TestSite, rig: Rig, warc_dir: Path) -> None:
+    """An HTTP/1.0 server closes after each response: urllib3 gives the connection up at once,
+    and the address comes from the socket the response is read from."""
+    def http10(req, info) -> None:  # type: ignore[no-untyped-def]
+        req.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n" + PAGE)
+        req.close_connection = True
+    site.route("/old.html", raw=http10)
+    assert rig.fetch(site.url("/old.html")).body == PAGE  # type: ignore[union-attr]
+    rig.fetcher.close()
+    [path] = files(warc_dir)
+    _info, req, resp = read_file(path)
+    assert resp.h("WARC-IP-Address") == req.h("WARC-IP-Address") == "127.0.0.1"
+
+
 def test_request_and_response_records_in_order(site: TestSite, rig: Rig, warc_dir: Path) -> None:
     site.route("/page.html", body=PAGE)
     assert rig.fetch(site.url("/page.html")).body == PAGE  # type: ignore[union-attr]
