@@ -155,10 +155,10 @@ class Crawl:
                       "crawl only sites whose owners agree")
         for text in settings.warnings_for(cfg):
             self._say(f"warning: {text}")
+        self.stats = StatsRecorder(self.folder)
+        self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
                           order=order_of(cfg), only=cfg.discover).open()
-        self.stats = StatsRecorder(self.folder)
-        self.stats.catch_up()
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)

@@ -385,6 +385,7 @@ class FileStore:
             # The journal's D records so far are already lines of crawled/failed.txt (counted
             # above); only those appended from now on add to the counts.
             self._crawled = self._hops = self._failed = 0
+        _give_back_memory()   # reading a big queue leaves freed chunks in the heap; every worker forks it
 
     def _sync(self) -> None:
         """Catch up with what other processes appended (caller holds the lock)."""
