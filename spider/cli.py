@@ -52,8 +52,14 @@ def parse_start_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
             n = normalize(u)
         except ValueError as e:
             why = str(e)
-            raise click.ClickException(f"invalid START_URL: {why}" if u in why
-                                       else f"invalid START_URL {u!r}: {why}") from None
+            hint = ""
+            if "://" not in u and not u.startswith(("/", "#", "?")) and "." in u.split("/")[0]:
+                try:   # example.org/docs: the scheme was left out
+                    hint = f" (did you mean {normalize('https://' + u)}?)"
+                except ValueError:
+                    pass
+            raise click.ClickException((f"invalid START_URL: {why}" if u in why
+                                        else f"invalid START_URL {u!r}: {why}") + hint) from None
         if n not in out:
             out.append(n)
     return tuple(out)

@@ -183,7 +183,7 @@ def check(cfg: CrawlConfig) -> None:
     if not (0 < cfg.recrawl_min <= cfg.recrawl_max):
         raise ValueError("recrawl_min must be positive and not above recrawl_max")
     if cfg.max_delay < cfg.delay:
-        raise ValueError(f"max_delay ({cfg.max_delay:g}) must not be below delay ({cfg.delay:g})")
+        raise ValueError(f"--max-delay ({cfg.max_delay:g}) must not be below --delay ({cfg.delay:g})")
     from .urls import normalize
     for seed in cfg.seeds:
         try:

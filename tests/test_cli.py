@@ -217,6 +217,12 @@ def test_invalid_start_url(projects_dir: Path, url: str) -> None:
     assert list(projects_dir.iterdir()) == []
 
 
+def test_a_start_url_without_its_scheme_gets_a_suggestion(projects_dir: Path) -> None:
+    line = assert_error_line(crawl(projects_dir, "p", "example.org/docs"))
+    assert "invalid START_URL" in line and "(did you mean https://example.org/docs?)" in line
+    assert list(projects_dir.iterdir()) == []
+
+
 def test_one_invalid_start_url_among_good_ones(projects_dir: Path, site: TestSite) -> None:
     site.route("/", body="home")
     line = assert_error_line(crawl(projects_dir, "p", site.url("/"), "ftp://x/"))

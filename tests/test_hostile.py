@@ -1148,7 +1148,7 @@ def test_option_values_out_of_range_are_usage_errors(projects_dir: Path, args: l
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--delay", "5", "--max-delay", "1"], "max_delay"),
+    (["--delay", "5", "--max-delay", "1"], "--max-delay (1) must not be below --delay (5)"),
     (["--delay", "inf"], "finite"),
     (["--delay", "1e309"], "finite"),
 ])
