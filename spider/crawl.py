@@ -55,12 +55,14 @@ class Summary:
     seconds: float
     stopped_by: str    # "done", "budget", "interrupted"
     this_run: int = -1   # pages crawled by this run (the counts above are the project's); -1: all
+    rechecked: int = 0   # recrawl checks of crawled pages made by this run
 
     def line(self) -> str:
         now = self.crawled if self.this_run < 0 else self.this_run
-        rate = now / self.seconds if self.seconds > 0 else 0.0
+        rate = (now + self.rechecked) / self.seconds if self.seconds > 0 else 0.0
         extra = ([f"+{self.hops} redirect{'s' if self.hops != 1 else ''}"] if self.hops else []) + \
-            ([f"{now} in this run"] if now != self.crawled else [])
+            ([f"{now} in this run"] if now != self.crawled else []) + \
+            ([f"{self.rechecked} rechecked"] if self.rechecked else [])
         more = f" ({'; '.join(extra)})" if extra else ""
         return (f"crawled {self.crawled}{more}, failed {self.failed}, pending {self.pending}, "
                 f"rejected {self.rejected} in {self.seconds:.1f} s ({rate:.1f} pages/s)")
@@ -197,7 +199,7 @@ class Crawl:
         summary = Summary(counts.crawled, counts.hops, counts.failed, store.refresh().pending,
                           count_lines(self.folder / "rejected.txt"), time.monotonic() - started,
                           "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"),
-                          counts.crawled - crawled_before)
+                          counts.crawled - crawled_before, counts.rechecked)
         self._finish_line(summary)
         if cfg.discover and code == EXIT_DONE and summary.pending:
             self._say(f"discovery done: {summary.pending} URL(s) left pending for the fetch run; "
@@ -346,7 +348,7 @@ class Crawl:
         self.interrupts += 1
         self.stop.set()
         if self.interrupts == 1:
-            self._say("\nstopping: finishing the pages in flight (press Ctrl-C again to stop at once)")
+            self._say("\nstopping: finishing the pages in flight, if any (press Ctrl-C again to stop at once)")
 
     # -- output --------------------------------------------------------------------------------------
     def _sample(self, c) -> None:  # type: ignore[no-untyped-def]

@@ -171,6 +171,7 @@ class Counts:
     failed: int = 0
     in_flight_by_owner: dict[int, int] = field(default_factory=dict)
     rejected: int = 0    # claims settled as refused (robots.txt said no) in this run
+    rechecked: int = 0   # recrawl checks of crawled pages settled in this run
 
     @property
     def completed(self) -> int:
@@ -344,6 +345,7 @@ class FileStore:
         self._hops = 0
         self._failed = 0
         self._refused = 0
+        self._rechecked = 0
 
     def open(self, *, lock: bool = True) -> "FileStore":
         """Build this process's view from the files (call once, then share it with forked workers).
@@ -475,6 +477,8 @@ class FileStore:
                 self._hops += 1
             elif what == "rejected":
                 self._refused += 1
+            elif what == "rechecked":
+                self._rechecked += 1
         elif kind == "S":
             _, off, end, counted = record.rstrip("\n").split("\t")
             self._consume(int(off), int(end), counted == "1")
@@ -524,6 +528,7 @@ class FileStore:
             failed=self._base.failed + self._failed,
             in_flight_by_owner=by_owner,
             rejected=self._refused,
+            rechecked=self._rechecked,
         )
 
     def refresh(self) -> Counts:

@@ -5,6 +5,7 @@ loopback sites whose pages change between runs."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -117,7 +118,11 @@ def test_recrawl_sends_validators_and_a_304_costs_no_parse(changing: Changing, p
     assert sched[site.url("/lm")].last_modified == "Mon, 01 Jan 2024 00:00:00 GMT"
     assert sched[site.url("/plain")].etag == "-" and sched[site.url("/plain")].last_modified == "-"
 
-    ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
+    result = ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
+    pages = len([u for u in recrawl.read_schedule(folder)])
+    assert re.search(rf"^done: crawled \d+ \((?:[^)]*; )?0 in this run; {pages} rechecked\)", result.stderr, re.M), \
+        result.stderr   # the summary counts the checks, and its pages/s is of them
+    assert "(0.0 pages/s)" not in result.stderr
     assert changing.requests("/etag")[-1].headers.get("If-None-Match") == '"/etag-v1"'
     assert changing.requests("/lm")[-1].headers.get("If-Modified-Since") == "Mon, 01 Jan 2024 00:00:00 GMT"
     assert changing.requests("/plain")[-1].headers.get("If-None-Match") is None
