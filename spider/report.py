@@ -173,7 +173,6 @@ def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
     pending = _Counting(_pending_urls(store) if store is not None else iter(()))
     data.patterns = top_patterns(pending, TOP_N)
     data.pending = pending.count
-
     return data
 
 
