@@ -1024,7 +1024,9 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
        Hand-written lines are normalised; a line that is not a crawlable URL is reported (file and
        line number) and moved to rejected.txt; a URL the current settings refuse (``admit``
        returns a reason) is moved there with that reason.
-    3. queue.txt is rewritten atomically; claims.txt is emptied atomically.
+    3. claims.txt is emptied, then queue.txt is replaced (each atomically): a journal never
+       outlives the queue.txt it describes. The queue line of every claim the journal says was
+       settled is dropped (a recheck's URL is crawled by design, so only the journal knows).
 
     Memory stays at a few bytes per URL (``SeenSet`` fingerprints, two passes over queue.txt).
     """
