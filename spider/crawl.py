@@ -190,6 +190,9 @@ class Crawl:
                 write_signature(self.folder, cfg.key())
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             recrawl.compact_schedule(self.folder)
+        if code == EXIT_DONE and (self.folder / recrawl.ROUND).exists() and \
+                not any(e.kind == "recheck" for e in store.pending_entries()):
+            recrawl.close_round(self.folder)   # every check of the round was made (by any command)
         if self.recheck and code == EXIT_DONE and not counts.pending:
             marked = recrawl.mark_inactive(self.folder, cfg.seeds, time.time())
             if marked:
@@ -212,7 +215,9 @@ class Crawl:
         pending = {e.url for e in store.pending_entries() if e.kind == "recheck"}
         pending |= {u for u, q in store.in_flight_lines().items() if q.endswith("\trecheck")}
         everything = self.recheck == "all" or only is not None
-        due = [(u, d) for u, d in recrawl.due_pages(self.folder, time.time(), everything)
+        now = time.time()
+        since = recrawl.open_round(self.folder, now) if everything else None
+        due = [(u, d) for u, d in recrawl.due_pages(self.folder, now, everything, since)
                if u not in pending and (only is None or only(u))]
         n = store.requeue(QueueEntry(u, d, 0, 0.0, "-", "recheck") for u, d in due)
         self._say(f"recrawl: {n} page(s) to check" + (f" ({len(pending)} already queued)" if pending else ""))

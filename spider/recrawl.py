@@ -219,9 +219,12 @@ def removed_urls(folder: Path) -> dict[str, tuple[str, str]]:
     return {f[0]: (f[1], f[2]) for f in data_fields(Path(folder) / REMOVED) if len(f) > 2}
 
 
-def due_pages(folder: Path, now: float, everything: bool = False) -> list[tuple[str, int]]:
+def due_pages(folder: Path, now: float, everything: bool = False,
+              checked_since: float | None = None) -> list[tuple[str, int]]:
     """(url, depth) of the crawled pages to check now: all of them with ``everything``, else the
-    due ones. Redirect hops, pages removed, and pages that never answered 2xx are not checked."""
+    due ones. Redirect hops, pages removed, and pages that never answered 2xx are not checked;
+    nor, with ``checked_since``, pages checked (or first crawled) since then: the part of a
+    round of checks that a killed run had done."""
     folder = Path(folder)
     schedule, lastmod, gone = read_schedule(folder), read_lastmod(folder, now), removed_urls(folder)
     out: list[tuple[str, int]] = []
@@ -241,6 +244,8 @@ def due_pages(folder: Path, now: float, everything: bool = False) -> list[tuple[
             seen.add(url)
             page = schedule.get(url) or Page(url, due=(parse_stamp(fields[5]) or 0.0) + INITIAL_INTERVAL,
                                              checked_at=parse_stamp(fields[5]) or 0.0)
+            if checked_since is not None and page.checked_at >= checked_since:
+                continue
             if everything or is_due(page, now, lastmod.get(url)):
                 try:
                     depth = int(fields[4])
@@ -248,6 +253,31 @@ def due_pages(folder: Path, now: float, everything: bool = False) -> list[tuple[
                     depth = 0
                 out.append((url, depth))
     return out
+
+
+ROUND = "round.txt"
+
+
+def open_round(folder: Path, now: float) -> float:
+    """The start of the current round of checks of every page (``recrawl --all``, a discovery
+    run): the one a killed run left open, or a new one from ``now``. A rerun of the same command
+    then checks only what the round has not checked yet."""
+    from .store import atomic_write
+    path = Path(folder) / ROUND
+    try:
+        return float(path.read_text(encoding="utf-8").split("\n")[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        atomic_write(path, "# a round of checks of every page that has not finished (recrawl --all, --discover)\n"
+                           f"started {now:.3f}\n")
+        return now
+
+
+def close_round(folder: Path) -> None:
+    """The round finished: the next ``recrawl --all`` checks every page again."""
+    try:
+        (Path(folder) / ROUND).unlink()
+    except FileNotFoundError:
+        pass
 
 
 def compact_schedule(folder: Path) -> None:

@@ -755,9 +755,9 @@ class FileStore:
             if lost:   # killed between recording the page and closing the claim? then it is done
                 recent = {**_recent_urls(self.folder / CRAWLED, "crawled"),
                           **_recent_urls(self.folder / FAILED, "failed")}
-                checked = _recent_urls(self.folder / CHECKS, "rechecked")
-                done = {u: (checked if q.rstrip("\n").endswith("\trecheck") else recent).get(u)
-                        for u, q in lost}
+                # A recheck goes back whatever checks.txt says: its URL has lines there from earlier
+                # recrawls, so a line cannot tell this check was made (one more check at most).
+                done = {u: None if q.rstrip("\n").endswith("\trecheck") else recent.get(u) for u, q in lost}
                 self._journal([f"D\t{done[u]}\t{u}\n" for u, _ in lost if done[u]])
                 lost = [(u, q) for u, q in lost if not done[u]]
             if lost:

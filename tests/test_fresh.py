@@ -472,3 +472,29 @@ def test_export_after_a_changed_recheck_shows_no_field_of_the_old_version(changi
     assert rec["outlinks"] in (None, 2) and (rec["bytes"] is None or rec["bytes"] > int(first[3]))
     assert rec["title"] in (None, "/etag") and rec["content_type"] in (None, "text/html")
     assert (rec["bytes"], rec["outlinks"]) != (int(first[3]), int(first[9]))
+
+
+def test_rerunning_a_killed_recrawl_all_checks_only_what_it_had_not(changing: Changing, projects_dir: Path) -> None:
+    """``recrawl --all`` opens a round (round.txt); a run killed halfway leaves it open, and the
+    same command again checks only the pages the round has not checked yet."""
+    import time
+
+    site = changing.site
+    ok(cli(projects_dir, "crawl", "f", site.url("/"), "--delay", "0"))
+    folder = projects_dir / "f"
+    next_second()
+    started = time.time()
+    # what a run killed halfway through a round leaves: the round open, /etag and /lm checked
+    (folder / recrawl.ROUND).write_text(f"# round\nstarted {started:.3f}\n")
+    next_second()
+    with open(folder / recrawl.SCHEDULE, "a") as f:
+        for path in ("/etag", "/lm"):
+            f.write(recrawl.Page(site.url(path), checks=1, checked_at=time.time(), due=time.time() + 86400).line())
+    before = {p: len(changing.requests(p)) for p in ("/", "/etag", "/lm", "/plain", "/doomed")}
+    result = ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
+    assert "recrawl: 3 page(s) to check" in result.stderr, result.stderr
+    after = {p: len(changing.requests(p)) for p in before}
+    assert {p: after[p] - before[p] for p in before} == {"/": 1, "/etag": 0, "/lm": 0, "/plain": 1, "/doomed": 1}
+    assert not (folder / recrawl.ROUND).exists()   # the round is over: the next --all checks everything
+    result = ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
+    assert "recrawl: 5 page(s) to check" in result.stderr, result.stderr

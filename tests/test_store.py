@@ -350,6 +350,21 @@ def test_queue_lines_with_bytes_that_are_not_utf8_are_reported_not_guessed(tmp_p
     assert b"%EF%BF%BD" not in queue
 
 
+def test_a_dead_workers_recheck_goes_back_whatever_checks_txt_holds(tmp_path: Path):
+    """checks.txt has lines of this URL from earlier recrawls: they cannot say this check was
+    made, so the claim goes back (one more check at most), never closed as done."""
+    (tmp_path / "crawled.txt").write_text(crawled_line(A + "p", 200, "text/html", 5, 0, 0))
+    (tmp_path / "checks.txt").write_text(f"# url\tstatus\tresult\tchecked_at\tcontent_hash\n"
+                                         f"{A}p\t304\tunchanged\t2026-01-01T00:00:00Z\t-\n")
+    s = FileStore(tmp_path, owner=7).open()
+    s.requeue([QueueEntry(A + "p", 0, 0, 0.0, "-", "recheck")])
+    assert [c.url for c in s.claim(1, 0.0, no_delay).claims] == [A + "p"]
+    watcher = FileStore(tmp_path, owner=1).open()
+    assert watcher.reissue(7) == 1
+    again = watcher.claim(1, 0.0, no_delay).claims
+    assert [(c.url, c.entry.kind) for c in again] == [(A + "p", "recheck")]
+
+
 def test_torn_last_lines_are_moved_to_rejected(tmp_path: Path):
     good = crawled_line("http://a.test/1", 200, "text/html", 5, 0, 0)
     (tmp_path / "crawled.txt").write_text(good + good[:20])           # power loss mid-write
