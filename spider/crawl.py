@@ -37,6 +37,7 @@ from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recove
 from .urls import host_key
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
+MAX_WARNINGS = 20   # problems found in the files at start-up said one by one; the rest counted
 WORKER_STORE_ERROR = 3
 RUNNING = "running.txt"
 
@@ -146,8 +147,11 @@ class Crawl:
             self._say(f"warning: {problem}")
         if not is_clean(self.folder, cfg.key()):
             rep = self._recover_in_child(admit)
-            for problem in rep.problems:
+            for problem in rep.problems[:MAX_WARNINGS]:
                 self._say(f"warning: {problem}")
+            if len(rep.problems) > MAX_WARNINGS:   # a file of bad lines must not flood the terminal
+                self._say(f"warning: ... and {len(rep.problems) - MAX_WARNINGS} more such lines, "
+                          "all moved to rejected.txt with their file and line number")
             if rep.recovered_claims:
                 self._say(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
             for reason, n in sorted(rep.refused.items()):

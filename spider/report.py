@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from .census import Sample, top_patterns, trap_alarm
 from .records import data_fields
-from .stats import StatsRow, read_stats
+from .stats import STATS_EVERY, StatsRow, read_stats
 from .store import FileStore, atomic_write
 
 STATS = "stats.txt"
@@ -33,7 +33,9 @@ DUPLICATES = "duplicates.txt"
 SETTINGS = "settings.txt"
 QUEUE, CRAWLED, FAILED, REJECTED = "queue.txt", "crawled.txt", "failed.txt", "rejected.txt"
 
-GAP = 30.0          # seconds between stats samples beyond which the crawl was not running
+# A run samples every STATS_EVERY seconds (and once at its end): a longer gap between two
+# samples is a pause between runs (a Ctrl-C and a resume 20 s later was counted as crawl time).
+GAP = 3 * STATS_EVERY
 BUCKETS = 120       # rate charts average over at most this many time slices
 MAX_POINTS = 600    # the frontier line is thinned to at most this many points
 TOP_N = 12          # bars in the pattern / reason charts

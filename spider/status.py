@@ -114,9 +114,12 @@ def report(folder: Path, name: str) -> str:
         out.append(f"{'host':32} {'crawled':>7} {'failed':>6} {'pending':>7} {'flight':>6} {'delay':>6} "
                    f"{'next':>6}  {'robots':22} state")
         ranked = sorted(hosts.items(), key=lambda kv: -sum(kv[1].values()))
+        # The top hosts by URLs, then any other host held back for a reason (robots.txt
+        # unavailable, Retry-After, parked): small stuck hosts are the ones a person looks for.
+        shown = ranked[:TOP_HOSTS] + [(h, n) for h, n in ranked[TOP_HOSTS:] if store.host_state(h).reason != "-"]
         base_delay, cap = float(cfg.get("delay", 1.0)), float(cfg.get("max_delay", 60.0))
         agent = product_token(str(cfg.get("user_agent", DEFAULT_USER_AGENT)))
-        for host, n in ranked[:TOP_HOSTS]:
+        for host, n in shown:
             st = store.host_state(host)
             rules = robots.known(host)
             crawl_delay = rules.crawl_delay(agent) if rules else None
@@ -134,8 +137,8 @@ def report(folder: Path, name: str) -> str:
                 out.append(f"{'':32} failed: {_top(failed_here, 3)}")
             if codes.get(host):
                 out.append(f"{'':32} status: " + ", ".join(f"{k} {v}" for k, v in sorted(codes[host].items())))
-        if len(ranked) > TOP_HOSTS:
-            out.append(f"... and {len(ranked) - TOP_HOSTS} more hosts")
+        if len(ranked) > len(shown):
+            out.append(f"... and {len(ranked) - len(shown)} more hosts")
     return "\n".join(out)
 
 

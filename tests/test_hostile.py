@@ -814,6 +814,17 @@ def test_garbage_and_binary_lines_in_queue_txt_are_reported_and_moved(projects_d
     assert_state_files_parse(folder)
 
 
+def test_many_bad_queue_lines_do_not_flood_the_terminal(projects_dir: Path, site: TestSite) -> None:
+    _five_pages(site)
+    folder = _stopped_after(projects_dir, site)
+    with open(folder / QUEUE, "a") as f:
+        f.write("".join(f"not a url {i}\n" for i in range(30)))
+    result = crawl(projects_dir, "p", "--max-pages", "100")
+    assert len([line for line in result.stderr.splitlines() if "queue.txt:" in line]) == 20, result.stderr
+    assert "warning: ... and 10 more such lines, all moved to rejected.txt" in result.stderr
+    assert len([r for r in rows(folder / REJECTED) if r[1].startswith("queue.txt:")]) == 30   # none lost
+
+
 def test_crlf_line_endings_are_accepted(projects_dir: Path, site: TestSite) -> None:
     _five_pages(site)
     folder = _stopped_after(projects_dir, site)

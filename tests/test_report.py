@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -203,6 +204,14 @@ def test_timeline_cuts_pauses_and_rates_are_per_interval(tmp_path: Path) -> None
     assert [y for _, y in ratio] == [3.0, 1.0, None, 2 / 6]
 
 
+def test_a_short_pause_between_runs_is_no_crawl_time() -> None:
+    """Ctrl-C and the same command again 20 s later: two runs of 4 s, not 28 s of crawling."""
+    rows = [StatsRow(T0 + t, crawled=c) for t, c in ((0, 0), (2, 10), (4, 20), (24, 20), (26, 30), (28, 40))]
+    tl = timeline(rows)
+    assert [len(run) for run in tl.runs] == [3, 3] and tl.duration == 8.0
+    assert [y for _, y in rate_series(tl)[0]] == [5.0, 5.0, None, 5.0, 5.0]
+
+
 def test_ratio_skips_intervals_without_fetched_pages() -> None:
     rows = [StatsRow(T0, crawled=0, discovered=1), StatsRow(T0 + 2, crawled=0, discovered=1),
             StatsRow(T0 + 4, crawled=2, discovered=5)]
@@ -388,3 +397,20 @@ def test_status_says_claims_of_a_stopped_crawl_are_not_in_flight(tmp_path: Path)
     assert re.search(r"^in flight 1  \(claims of a crawl that stopped: pending again at the next run\)$", text, re.M), text
     (tmp_path / RUNNING).write_text(f"pid {os.getpid()}\nstarted -\nworkers 1\n")   # alive: really in flight
     assert re.search(r"^in flight 1$", status_report(tmp_path, "p"), re.M)
+
+
+def test_status_shows_a_held_host_beyond_the_top_ten(tmp_path: Path) -> None:
+    from spider import config as settings
+    from spider.records import QueueEntry
+    from spider.status import report as status_report
+    from spider.store import FileStore
+
+    settings.save(tmp_path, settings.CrawlConfig(seeds=("https://h0.test/",)))
+    store = FileStore(tmp_path, owner=1).open()
+    store.add([QueueEntry(f"https://h{h}.test/{i}") for h in range(12) for i in range(12 - h)])
+    store.update_host("h11.test", lambda s: s.__class__(time.time() + 300, s.delay, s.failures,
+                                                        "robots.txt unavailable"))
+    text = status_report(tmp_path, "p")
+    rows = [line.split()[0] for line in text.splitlines() if line.startswith("h") and ".test" in line.split()[0]]
+    assert rows == [f"h{h}.test" for h in range(10)] + ["h11.test"], text
+    assert "robots.txt unavailable" in text and "... and 1 more hosts" in text
