@@ -345,9 +345,12 @@ class Crawl:
         """Say once why a host's URLs wait (a START_URL on a wrong port otherwise looked like a
         crawl doing nothing for ten minutes: robots.txt is retried every 5 minutes)."""
         for host, reason, until in store.held_hosts(time.time()):
-            if (host, reason) in self.told:
+            if (host, reason) in self.told or len(self.told) > MAX_WARNINGS:
                 continue
             self.told.add((host, reason))
+            if len(self.told) > MAX_WARNINGS:   # a crawl of many hosts: status has the rest
+                self._say(f"note: more hosts are held back; `status {self.folder.name}` lists them")
+                continue
             hint = ("; --ignore-robots skips it (only for sites whose owners agree)"
                     if reason.startswith("robots.txt") else "")
             self._say(f"note: {host}: {reason}; its URLs wait until "

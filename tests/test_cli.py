@@ -939,3 +939,27 @@ def test_a_run_that_crawled_nothing_says_why(projects_dir: Path) -> None:
                     "--max-attempts", "1", "--delay", "0", "--workers", "1"))
     assert re.search(r"^nothing crawled; failed: connection refused \(1\); see failed\.txt$",
                      result.stderr, re.M), result.stderr
+
+
+def test_held_hosts_are_said_once_each_and_not_by_the_thousand(tmp_path: Path) -> None:
+    import io
+
+    from spider.config import CrawlConfig
+    from spider.crawl import MAX_WARNINGS, Crawl
+
+    class Held:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def held_hosts(self, now: float) -> list[tuple[str, str, float]]:
+            return [(f"h{i}.test", "retry-after 503", now + 60) for i in range(self.n)]
+
+    out = io.StringIO()
+    c = Crawl(tmp_path, CrawlConfig(seeds=("http://h0.test/",)), out=out)
+    c._tell_held_hosts(Held(3))   # type: ignore[arg-type]
+    c._tell_held_hosts(Held(3))   # type: ignore[arg-type]
+    assert out.getvalue().count("retry-after 503; its URLs wait until") == 3
+    c._tell_held_hosts(Held(500))   # type: ignore[arg-type]
+    text = out.getvalue()
+    assert text.count("retry-after 503; its URLs wait until") == MAX_WARNINGS
+    assert text.count("more hosts are held back") == 1
