@@ -959,6 +959,11 @@ class Repair:
     problems: list[str] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)   # queued URLs the settings now refuse
 
+    def move(self, rejected: list[str], name: str, no: int, line: str, what: str) -> None:
+        """Report a line of a state file that is not a record, and keep it in rejected.txt."""
+        self.problems.append(f"{name}:{no}: {what}, moved to rejected.txt: {line.strip()[:200]!r}")
+        rejected.append(rejected_line(line.rstrip("\n"), f"{name}:{no}: {what}"))
+
 
 def _signature(folder: Path, settings_key: str) -> str:
     """Identity of the files a person may edit while stopped: any change forces the full check."""
@@ -1263,8 +1268,7 @@ def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, H
                 if state.next_allowed > time.time() + FAR_AHEAD:
                     raise ValueError("next_allowed is more than a year ahead")
             except ValueError as e:
-                rep.problems.append(f"{HOSTS}:{no}: {e}, moved to rejected.txt: {line.strip()[:200]!r}")
-                rejected.append(rejected_line(line.rstrip("\n"), f"{HOSTS}:{no}: {e}"))
+                rep.move(rejected, HOSTS, no, line, str(e))
                 continue
             out[host] = state
     return out
@@ -1302,9 +1306,7 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
                 except ValueError:
                     ok = False
             if not ok:
-                what = "torn last line" if torn else "not a URL record"
-                rep.problems.append(f"{path.name}:{no}: {what}, moved to rejected.txt: {line[:200]!r}")
-                rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
+                rep.move(rejected, path.name, no, line, "torn last line" if torn else "not a URL record")
                 bad = True
                 continue
             if not raw.endswith("\n") or raw.endswith("\r\n"):
@@ -1319,9 +1321,7 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
         if isinstance(item, tuple):
             no, line, url = item
             if not here.add(url):
-                what = "URL already on another line"
-                rep.problems.append(f"{path.name}:{no}: {what}, moved to rejected.txt: {line[:200]!r}")
-                rejected.append(rejected_line(line, f"{path.name}:{no}: {what}"))
+                rep.move(rejected, path.name, no, line, "URL already on another line")
                 keep[i], bad = "", True
                 continue
             keep[i] = line + "\n"
