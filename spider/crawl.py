@@ -126,8 +126,10 @@ class Crawl:
     def _seed(self) -> int:
         store = self._open()
         self._seed_from_sitemaps(store)
+        self.stats.catch_up()   # the census takes in the queued URLs before the fold replaces queue.txt
         if store.fold():
             write_signature(self.folder, self.config.key())
+            self.stats.save_census()
         c = store.refresh()
         self._say(f"pending {c.pending}; crawl them with: crawl {self.folder.name}")
         return EXIT_INTERRUPTED if self.interrupts else EXIT_DONE
@@ -168,6 +170,8 @@ class Crawl:
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
+        if not store.from_view:
+            store.save_view()   # the fold at the end carries it forward (spider/view.py)
         return store
 
     def _run(self) -> int:
@@ -192,6 +196,7 @@ class Crawl:
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             if store.fold():
                 write_signature(self.folder, cfg.key())
+                self.stats.save_census()
         if code != EXIT_INTERRUPTED or self.interrupts < 2:
             recrawl.compact_schedule(self.folder)
         if code == EXIT_DONE and (self.folder / recrawl.ROUND).exists() and \

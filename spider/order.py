@@ -25,7 +25,7 @@ import heapq
 import re
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 ORDERS = ("bfs", "dfs", "best")
 DEPTH_COST, PREFER_BONUS, DEFER_COST = 10, 50, 100
@@ -119,6 +119,31 @@ class Frontier:
 
     def __len__(self) -> int:
         return sum(len(b) for buckets in self._hosts.values() for b in buckets.values())
+
+    def buckets(self) -> Iterator[tuple[str, int, array]]:
+        """Every non-empty bucket as ``(host, score, its items in seq order)``, to be saved."""
+        for host, buckets in self._hosts.items():
+            for score, bucket in buckets.items():
+                if len(bucket):
+                    yield host, score, bucket.items[bucket.head:]
+
+    @classmethod
+    def from_buckets(cls, lifo: bool, buckets: Iterable[tuple[str, int, array]]) -> "Frontier":
+        """A frontier holding these buckets (items in seq order), built without a push per item."""
+        f = cls(lifo)
+        for host, score, items in buckets:
+            if not items:
+                continue
+            bucket = _Bucket()
+            bucket.items = items
+            f._hosts.setdefault(host, {})[score] = bucket
+        for host, by_score in f._hosts.items():
+            score = min(by_score)
+            seq = by_score[score].peek(lifo)
+            f._best[host] = (score, -seq if lifo else seq)
+        f._heap = [(key[0], key[1], host) for host, key in f._best.items()]
+        heapq.heapify(f._heap)
+        return f
 
     def push(self, host: str, score: int, seq: int) -> None:
         """Add an item; ``seq`` is its place in insertion order (usually the largest yet; a

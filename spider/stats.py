@@ -34,6 +34,7 @@ from typing import Iterator
 
 from .census import Sample, pattern, trap_alarm
 from .records import is_data, utc_stamp
+from .view import identity
 
 STATS = "stats.txt"
 STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
@@ -41,6 +42,8 @@ STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\t
 STATS_EVERY = 2.0
 _QUEUE_URL = re.compile(rb"^https?://[^\t\n]*", re.M)   # the first field of a queue line
 CENSUS_SAMPLE_BYTES = 1 << 20   # a queue.txt bigger than this is censused 1 URL in k (~17k URLs sampled)
+CENSUS = "census.txt"   # the census as the last clean stop left it (a cache, like frontier.view)
+CENSUS_HEADER = "# pending URL patterns of queue.txt at the last clean stop: count, pattern (a cache; safe to delete)\n"
 MAX_PATTERNS = 20000   # distinct patterns tracked; the rest count as "(other)" so memory stays bounded
 
 
@@ -151,6 +154,8 @@ class StatsRecorder:
             if len(f) > 2 and f[2].isdigit():
                 self.seen_again += int(f[2])
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
+        if self._every is None:
+            self._load_census()
         new_queue = queue.raw_chunks()   # bytes: a line that is not sampled is never decoded
         if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
@@ -175,6 +180,39 @@ class StatsRecorder:
                     link = parts[5].strip()
                     if k == 1 or zlib.crc32(link) % k == 0:
                         self.census.add(link.decode("utf-8", "replace"), -1)
+
+    def save_census(self) -> None:
+        """After the fold at a clean stop: save the census of the new queue.txt (its pending
+        lines are the ones the census counts), so the next run need not read the queue for it."""
+        from .store import atomic_write
+
+        me = identity(self.folder / "queue.txt")
+        if me is None or self._every is None:
+            return
+        rows = "".join(f"{n}\t{p}\n" for p, n in sorted(self.census.counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        atomic_write(self.folder / CENSUS, f"{CENSUS_HEADER}queue\t{' '.join(map(str, me))}\n"
+                                           f"every\t{self._every}\n{rows}")
+
+    def _load_census(self) -> None:
+        """The census saved at the last clean stop, if queue.txt is exactly as it left it."""
+        try:
+            lines = (self.folder / CENSUS).read_text(encoding="utf-8").splitlines()
+            me = identity(self.folder / "queue.txt")
+            if me is None or lines[1] != f"queue\t{' '.join(map(str, me))}" or not lines[2].startswith("every\t"):
+                return
+            every = int(lines[2][6:])
+            counts = {}
+            for line in lines[3:]:
+                n, _, p = line.partition("\t")
+                counts[p] = int(n)
+        except (OSError, IndexError, ValueError):
+            return
+        if every < 1 or any(n <= 0 for n in counts.values()):
+            return
+        self.census, self._every = Census(counts), every
+        queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
+        queue.pos, queue.ino = me[1], me[0]
+        claims.pos, claims.ino = 0, None
 
     def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
                rejected_claims: int = 0, when: float | None = None) -> str:

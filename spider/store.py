@@ -40,13 +40,14 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Container, Iterable, Iterator, Protocol
+from typing import IO, Any, Callable, Container, Iterable, Iterator, Protocol
 
 from .records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
                       first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
 from .politeness import HostState, parse_host_line
 from .order import Frontier, Order
 from .seen import SeenSet
+from . import view as views
 from .urls import host_key, normalize
 
 HASHES, DUPLICATES, CHECKS = "hashes.txt", "duplicates.txt", "checks.txt"
@@ -56,6 +57,7 @@ HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
            REJECTED: REJECTED_HEADER, HASHES: "# text_hash\tfirst_url\n",
            DUPLICATES: "# url\tkind\tof_url\n", HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 READ_CHUNK = 1 << 20
+VIEW = "frontier.view"   # a saved view of the frontier (spider/view.py): a cache, safe to delete
 BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
 LOGS = {"crawled": CRAWLED, "failed": FAILED, "rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log",
         "duplicates": DUPLICATES, "checks": CHECKS, "schedule": "schedule.txt", "removed": "removed.txt", "links": "links.txt"}
@@ -101,10 +103,15 @@ class StoreError(Exception):
 
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text``: temp file in the same folder, flush, fsync, os.replace."""
+    atomic_write_with(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_write_with(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
+    """Replace ``path`` with what ``fill`` writes to a binary file, atomically (as ``atomic_write``)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -316,7 +323,9 @@ class FileStore:
         self._log_fds: dict[str, int] = {}     # open append-only logs of this process
         self._log_pid = os.getpid()
         self._track_seen = track_seen
-        self.seen = SeenSet()
+        self.seen = SeenSet(stable=True)   # stable: it is saved in frontier.view
+        self.from_view = False   # did open() load frontier.view instead of reading the files?
+        self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
         self._over_budget = SeenSet()
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
@@ -346,6 +355,7 @@ class FileStore:
         self._failed = 0
         self._refused = 0
         self._rechecked = 0
+        self._records = 0   # journal records applied (a view is saved only without any)
 
     def open(self, *, lock: bool = True) -> "FileStore":
         """Build this process's view from the files (call once, then share it with forked workers).
@@ -361,33 +371,42 @@ class FileStore:
             self._base = Counts()
             self._admitted = {}
             self._load_hosts()
-            for name in (CRAWLED, FAILED):
-                path = self.folder / name
-                if not path.exists():
-                    append_text(path, HEADERS[name])
-                with open(path, encoding="utf-8-sig", errors="replace") as f:   # -sig: a BOM
-                    for line in f:
-                        if not is_data(line):
-                            continue
-                        url = first_field(line)
-                        if self._track_seen and self.seen.add(url) and self.max_per_host is not None:
-                            h = host_key(url)
-                            self._admitted[h] = self._admitted.get(h, 0) + 1
-                        if name == FAILED:
-                            self._base.failed += 1
-                        elif is_redirect_hop(line):
-                            self._base.hops += 1
-                        else:
-                            self._base.crawled += 1
-            if not (self.folder / REJECTED).exists():
-                append_text(self.folder / REJECTED, HEADERS[REJECTED])
+            for name in (CRAWLED, FAILED, REJECTED):
+                if not (self.folder / name).exists():
+                    append_text(self.folder / name, HEADERS[name])
             self._queue.close()
             self._claims.close()
+            if not (lock and self._load_view()):
+                for name in (CRAWLED, FAILED):
+                    self._take_outcomes(name, 0)
             self._sync()
             # The journal's D records so far are already lines of crawled/failed.txt (counted
             # above); only those appended from now on add to the counts.
             self._crawled = self._hops = self._failed = 0
         _give_back_memory()   # reading a big queue leaves freed chunks in the heap; every worker forks it
+
+    def _take_outcomes(self, name: str, start: int) -> None:
+        """Count the lines of crawled.txt or failed.txt from byte ``start`` on, and mark their URLs seen."""
+        track, seen_add, counting = self._track_seen, self.seen.add, self.max_per_host is not None
+        with open(self.folder / name, "rb") as f:
+            f.seek(start)
+            bom = start == 0   # a BOM (Notepad's) can only be at the very start
+            for raw in f:
+                if bom:
+                    raw, bom = raw.removeprefix(b"\xef\xbb\xbf"), False
+                line = raw.decode("utf-8", "replace")
+                if not is_data(line):
+                    continue
+                url = first_field(line)
+                if track and seen_add(url) and counting:
+                    h = host_key(url)
+                    self._admitted[h] = self._admitted.get(h, 0) + 1
+                if name == FAILED:
+                    self._base.failed += 1
+                elif is_redirect_hop(line):
+                    self._base.hops += 1
+                else:
+                    self._base.crawled += 1
 
     def _sync(self) -> None:
         """Catch up with what other processes appended (caller holds the lock)."""
@@ -457,6 +476,8 @@ class FileStore:
 
     def _apply(self, record: str) -> None:
         kind = record[:1]
+        if kind in ("C", "D", "S", "H"):
+            self._records += 1
         if kind == "C":
             _, off, end, owner, nxt, qline = record.rstrip("\n").split("\t", 5)
             self._consume(int(off), int(end), True)
@@ -850,12 +871,19 @@ class FileStore:
                     return False
                 qpath = self.folder / QUEUE
                 tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
+                starts: list[int] = []
+                ends: list[int] = []
+                news: list[int] = []
                 with open(tmp, "wb") as out:
                     out.write(QUEUE_HEADER.encode())
                     pos, stop = self._cursor, self._queue.pos
                     if pos == 0 and self._queue.read_at(0, 1) == b"#":   # the old header line
                         pos = self._queue.read_at(0, 4096).find(b"\n") + 1
                     for off in sorted(o for o in self._ahead if o >= pos) + [stop]:
+                        if pos < off:   # a kept stretch: where it goes, for the view (views.Moves)
+                            starts.append(pos)
+                            ends.append(off)
+                            news.append(out.tell())
                         while pos < off:
                             n = min(off - pos, 1 << 20)
                             out.write(self._queue.read_at(pos, n))
@@ -863,12 +891,16 @@ class FileStore:
                         pos = max(pos, self._ahead.get(off, off))
                     out.flush()
                     os.fsync(out.fileno())
+                carried = self._carry_view(views.Moves(starts, ends, news))
                 write_hosts(self.folder, {h: self.host_state(h) for h in
                                           set(self._host_state) | set(self._host_next)})
                 # The journal goes first: one must never describe a queue.txt it was not written
                 # for (recovery drops the lines of settled claims by their text).
                 atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS])
                 os.replace(tmp, qpath)
+                saved = self._save_carried(carried)
+                if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
+                    self._crawled = self._hops = self._failed = 0   # now in the base counts
                 self._sync()
                 return True
         return bool(self._guard(go))
@@ -902,6 +934,147 @@ class FileStore:
         self._delayed = []
         _give_back_memory()
 
+
+    # -- the saved view (spider/view.py) ---------------------------------------------------------------
+    def _view_key(self) -> list[Any]:
+        """The settings the index depends on: a view saved under others is not used."""
+        o = self.order
+        return [o.name, list(o.prefer), list(o.defer), self.max_per_host is not None]
+
+    def _view_files(self) -> dict[str, list[int] | None]:
+        return {name: views.identity(self.folder / name) for name in (QUEUE, CRAWLED, FAILED)}
+
+    def _load_view(self) -> bool:
+        """At open (lock held): take the saved view if it describes the files exactly as they are."""
+        if not self._track_seen or self.only:
+            return False
+        v = views.load(self.folder / VIEW)
+        if v is None or v.meta.get("key") != self._view_key() or v.meta.get("files") != self._view_files():
+            return False
+        if not self._adopt(v):
+            return False
+        self.from_view = True
+        return True
+
+    def _adopt(self, v: views.View) -> bool:
+        """Open queue.txt and the journal, and take the view as ours if it is for this queue.txt."""
+        self._queue.reopen_if_replaced()
+        self._claims.reopen_if_replaced()
+        try:
+            if self._queue.ino != v.meta["files"][QUEUE][0]:
+                return False   # replaced between the two looks: read it
+            self._install(v)
+        except (ValueError, KeyError, TypeError, IndexError):
+            self._reset_view()
+            self.seen, self._base, self._admitted = SeenSet(stable=True), Counts(), {}
+            self._queue.pos = 0
+            return False
+        self._view_ino = self._queue.ino
+        return True
+
+    def _install(self, v: views.View) -> None:
+        """Take a view's state as ours (offsets as in the queue.txt it describes)."""
+        m = v.meta
+        seen = SeenSet.from_table(v.table, int(m["seen"]))
+        frontier = Frontier.from_buckets(self.order.lifo, v.buckets)
+        delayed = [(float(nb), int(off), str(h), int(sc)) for nb, off, h, sc in m["delayed"]]
+        heapq.heapify(delayed)
+        crawled, hops, failed = (int(x) for x in m["base"])
+        self.seen, self._frontier, self._delayed = seen, frontier, delayed
+        self._cursor = int(m["cursor"])
+        self._ahead = {int(o): int(e) for o, e in m["ahead"]}
+        self._lines, self._consumed = int(m["lines"]), int(m["consumed"])
+        self._base = Counts(crawled=crawled, hops=hops, failed=failed)
+        self._admitted = {str(h): int(n) for h, n in (m["admitted"] or {}).items()}
+        self._queue.pos = int(m["end"])
+
+    def _view_meta(self) -> dict[str, Any]:
+        b = self._base
+        return {"key": self._view_key(), "end": self._queue.pos, "cursor": self._cursor,
+                "ahead": sorted(self._ahead.items()), "lines": self._lines, "consumed": self._consumed,
+                "base": [b.crawled, b.hops, b.failed], "seen": len(self.seen),
+                "admitted": self._admitted if self.max_per_host is not None else None,
+                "delayed": sorted(self._delayed)}
+
+    def save_view(self) -> bool:
+        """Save this process's view in frontier.view (right after ``open``, before any claim), so
+        the fold at the end of the run can carry it forward instead of the next run reading the
+        files. Returns False (and saves nothing) when the view is not one the files alone give."""
+        def go() -> bool:
+            with self.lock:
+                self._sync()
+                if not self._track_seen or self.only or self._records or self._inflight:
+                    return False
+                files = self._view_files()
+                queue = files[QUEUE]
+                if queue is None or queue[1] != self._queue.pos:
+                    return False   # a line still being written: nothing to describe exactly
+                meta = dict(self._view_meta(), files=files)
+                buckets = list(self._frontier.buckets())
+                atomic_write_with(self.folder / VIEW, lambda f: views.dump(f, meta, self.seen.state()[0], buckets))
+                self._view_ino = self._queue.ino
+                return True
+        return bool(self._guard(go))
+
+    def _save_carried(self, carried: tuple[dict[str, Any], SeenSet, list] | None) -> views.View | None:
+        """Write the carried view for the folded files (or remove a view that no longer applies)."""
+        path = self.folder / VIEW
+        files = self._view_files()
+        queue = files[QUEUE]
+        if carried is None or queue is None:
+            self._view_ino = None
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return None
+        meta, seen, buckets = carried
+        v = views.View(dict(meta, files=files, end=queue[1]), seen.state()[0], buckets)
+        atomic_write_with(path, lambda f: views.dump(f, v.meta, v.table, v.buckets))
+        self._view_ino = queue[0]
+        return v
+
+    def _carry_view(self, moves: views.Moves) -> tuple[dict[str, Any], SeenSet, list] | None:
+        """At the fold (lock held, synced, nothing in flight): the view of the folded queue.txt,
+        from the one saved or loaded for the old file at start-up plus the lines this run
+        appended, with the claimed lines dropped and the rest moved (``views.translate``).
+        None when there is no such view or anything does not add up."""
+        if self._view_ino is None or self._view_ino != self._queue.ino or self.only:
+            return None
+        v = views.load(self.folder / VIEW)
+        if v is None or v.meta.get("key") != self._view_key():
+            return None
+        carried = FileStore(self.folder, max_per_host=self.max_per_host, order=self.order)
+        try:
+            if v.meta["files"][QUEUE][0] != self._queue.ino:
+                return None
+            carried._install(v)
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+        if carried._queue.reopen_if_replaced() and carried._queue.ino != self._queue.ino:
+            carried._queue.close()
+            return None
+        carried._queue.pos = int(v.meta["end"])
+        try:
+            carried._read_queue()   # what this run appended (its claimed lines included: seen)
+        finally:
+            carried._queue.close()
+        for name in (CRAWLED, FAILED):
+            old, now = v.meta["files"][name], views.identity(self.folder / name)
+            if old is None or now is None or old[0] != now[0] or old[1] > now[1]:
+                return None   # replaced or cut: only an appended file can be carried
+            carried._take_outcomes(name, old[1])
+        buckets = [(h, sc, views.translate(items, moves)) for h, sc, items in carried._frontier.buckets()]
+        buckets = [b for b in buckets if b[2]]
+        delayed = []
+        for nb, off, host, score in carried._delayed:
+            new = moves.where(off)
+            if new is not None:
+                delayed.append((nb, new, host, score))
+        pending = sum(len(items) for _, _, items in buckets) + len(delayed)
+        if pending != self._lines - self._consumed:
+            return None   # the index and the journal disagree: let the next run read the files
+        meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
+                    consumed=0, delayed=sorted(delayed))
+        return meta, carried.seen, buckets
 
 def _give_back_memory() -> None:
     """Return freed heap pages to the system. glibc keeps big freed blocks in its heap (its mmap

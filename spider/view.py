@@ -1,0 +1,130 @@
+"""The frontier view: a saved copy of a store's index, so resuming a huge frontier is quick.
+
+Opening a project builds each process's view of the frontier from the files: the dedup table of
+every URL queued, crawled or failed, and the selection index of the pending lines. That is a pass
+over queue.txt, crawled.txt and failed.txt, about 2 s per million URLs. So a clean stop saves the
+view in ``frontier.view``, and the next run loads it in milliseconds, but only when the files it
+was built from are exactly as they were: same inode, size, modification time, and first and last
+64 KB. Any hand edit, a kill, or a change of a setting the index depends on (``--order``,
+``--prefer``, ``--defer``, ``--max-pages-per-host``) makes it stale, and the run reads the files
+as it always did. The view is a cache of the plain-text files, never a source of truth: deleting
+it is always safe.
+
+How it stays current without a full pass at each stop: a run that read the files saves the view
+at start-up (``FileStore.save_view``), while it holds it anyway. At the clean stop, the fold
+rewrites queue.txt without its claimed lines and carries that view forward: it drops the claimed
+offsets, shifts the others to their place in the new file (``translate``), and reads only what
+this run appended. So the cost is in the lines this run touched, not the size of the frontier.
+
+The file: a magic line, one JSON line (the identity of the files it describes and the small
+parts of the state), then raw arrays: the dedup table (``SeenSet``, int64), then each bucket's
+pending offsets, in the JSON's order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import repeat
+from operator import sub
+from pathlib import Path
+from typing import IO, Any, Sequence
+
+MAGIC = b"spider frontier view 1\n"
+SAMPLE = 1 << 16   # bytes at each end of a file that its identity checksums
+
+
+def identity(path: Path) -> list[int] | None:
+    """What makes a file the same file: inode, size, mtime (ns) and a CRC of its two ends.
+
+    The CRC guards against a rewrite that lands on a recycled inode with the same size within
+    the file system's timestamp granularity."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            crc = zlib.crc32(f.read(SAMPLE))
+            if st.st_size > SAMPLE:
+                f.seek(max(SAMPLE, st.st_size - SAMPLE))
+                crc = zlib.crc32(f.read(SAMPLE), crc)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, crc]
+
+
+@dataclass
+class View:
+    """A loaded view: ``meta`` (the JSON line), the dedup table, and the buckets
+    ``(host, score, offsets)`` in the order they were written."""
+
+    meta: dict[str, Any]
+    table: array
+    buckets: list[tuple[str, int, array]]
+
+
+def dump(f: IO[bytes], meta: dict[str, Any], table: array,
+         buckets: Sequence[tuple[str, int, array]]) -> None:
+    """Write a view to an open binary file (the caller makes the write atomic)."""
+    meta = dict(meta, table=len(table), buckets=[[h, s, a.typecode, len(a)] for h, s, a in buckets])
+    f.write(MAGIC)
+    f.write(json.dumps(meta, separators=(",", ":")).encode("utf-8") + b"\n")
+    table.tofile(f)
+    for _, _, items in buckets:
+        items.tofile(f)
+
+
+def load(path: Path) -> View | None:
+    """The view saved at ``path``, or None when there is none or it is not whole."""
+    try:
+        with open(path, "rb") as f:
+            if f.readline() != MAGIC:
+                return None
+            meta = json.loads(f.readline())
+            table = array("q")
+            table.fromfile(f, int(meta["table"]))
+            buckets = []
+            for host, score, typecode, n in meta.pop("buckets"):
+                items = array(typecode)
+                items.fromfile(f, n)
+                buckets.append((str(host), int(score), items))
+            if f.read(1):
+                return None
+    except (OSError, ValueError, KeyError, TypeError, EOFError):
+        return None
+    return View(meta, table, buckets)
+
+
+@dataclass(frozen=True)
+class Moves:
+    """Where the fold put the lines it kept: old bytes [starts[i], ends[i]) now begin at news[i]."""
+
+    starts: list[int]
+    ends: list[int]
+    news: list[int]
+
+    def where(self, off: int) -> int | None:
+        """The new offset of the line that began at old offset ``off``; None if it was dropped."""
+        k = bisect_right(self.starts, off) - 1
+        return off - self.starts[k] + self.news[k] if k >= 0 and off < self.ends[k] else None
+
+
+def translate(items: array, moves: Moves) -> array:
+    """The offsets of a bucket (ascending) in the folded file, without the dropped lines.
+
+    A bucket that lies within one kept stretch (the usual case: the crawl took lines from the
+    head of the queue) moves as a whole, in C."""
+    if not items:
+        return items
+    k = bisect_right(moves.starts, items[0]) - 1
+    if k >= 0 and items[-1] < moves.ends[k]:
+        shift = moves.starts[k] - moves.news[k]
+        return array(items.typecode, map(sub, items, repeat(shift))) if shift else items
+    out = array(items.typecode)
+    for off in items:
+        new = moves.where(off)
+        if new is not None:
+            out.append(new)
+    return out
