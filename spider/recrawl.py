@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -150,24 +152,40 @@ def parse_schedule_line(f: list[str]) -> Page | None:
 
 def read_schedule(folder: Path) -> dict[str, Page]:
     """schedule.txt as url -> latest Page (lines that do not parse are skipped)."""
+    return _read_schedule(folder)[0]
+
+
+def _read_schedule(folder: Path) -> tuple[dict[str, Page], int]:
+    """``read_schedule``, and how many data lines the file has."""
     out: dict[str, Page] = {}
+    lines = 0
     for f in data_fields(Path(folder) / SCHEDULE):
+        lines += 1
         page = parse_schedule_line(f)
         if page is not None:
             out[page.url] = page
-    return out
+    return out, lines
+
+
+_OUR_STAMP = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 
 
 def parse_stamp(text: str) -> float | None:
     """``2026-11-30T10:50:08Z`` (ours), or a sitemap's W3C datetime / an HTTP date, as Unix time."""
     text = text.strip()
+    ours = _OUR_STAMP.fullmatch(text)
+    if ours:   # the common case, ~10x faster than strptime (schedule.txt is read at every stop)
+        try:
+            y, mo, d, h, mi, sec = map(int, ours.groups())
+            return datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            pass   # a leap second or an impossible date: strptime decides
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"):
         try:
             return float(calendar.timegm(time.strptime(text, fmt)))
         except ValueError:
             pass
     try:   # W3C datetime with an offset: 2026-11-30T10:50:08+01:00
-        from datetime import datetime
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         pass
@@ -287,7 +305,9 @@ def compact_schedule(folder: Path) -> None:
     path = Path(folder) / SCHEDULE
     if not path.exists():
         return
-    pages = read_schedule(folder)
+    pages, lines = _read_schedule(folder)
+    if len(pages) == lines:
+        return   # one line per URL already: nothing to rewrite
     atomic_write(path, SCHEDULE_HEADER + "".join(p.line() for p in pages.values()))
 
 

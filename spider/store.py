@@ -871,27 +871,13 @@ class FileStore:
                     return False
                 qpath = self.folder / QUEUE
                 tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
-                starts: list[int] = []
-                ends: list[int] = []
-                news: list[int] = []
-                with open(tmp, "wb") as out:
-                    out.write(QUEUE_HEADER.encode())
-                    pos, stop = self._cursor, self._queue.pos
-                    if pos == 0 and self._queue.read_at(0, 1) == b"#":   # the old header line
-                        pos = self._queue.read_at(0, 4096).find(b"\n") + 1
-                    for off in sorted(o for o in self._ahead if o >= pos) + [stop]:
-                        if pos < off:   # a kept stretch: where it goes, for the view (views.Moves)
-                            starts.append(pos)
-                            ends.append(off)
-                            news.append(out.tell())
-                        while pos < off:
-                            n = min(off - pos, 1 << 20)
-                            out.write(self._queue.read_at(pos, n))
-                            pos += n
-                        pos = max(pos, self._ahead.get(off, off))
-                    out.flush()
-                    os.fsync(out.fileno())
-                carried = self._carry_view(views.Moves(starts, ends, news))
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    moves, partial = self._write_unclaimed(fd)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                carried = None if partial else self._carry_view(moves)
                 write_hosts(self.folder, {h: self.host_state(h) for h in
                                           set(self._host_state) | set(self._host_next)})
                 # The journal goes first: one must never describe a queue.txt it was not written
@@ -901,9 +887,54 @@ class FileStore:
                 saved = self._save_carried(carried)
                 if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
                     self._crawled = self._hops = self._failed = 0   # now in the base counts
+                elif not self._track_seen and not partial:
+                    self._watch_folded()
                 self._sync()
                 return True
         return bool(self._guard(go))
+
+    def _write_unclaimed(self, fd: int) -> tuple[views.Moves, bool]:
+        """Write our header and the unclaimed lines of queue.txt to ``fd``: a byte copy of the
+        unclaimed stretches, in the kernel where it can (``copy_file_range``). Returns where each
+        stretch went (for the view), and whether a last line without its newline (someone still
+        writing it by hand) was copied too, with a newline."""
+        header = QUEUE_HEADER.encode()
+        _write_all(fd, header)
+        w = len(header)
+        src = self._queue.fd
+        assert src is not None
+        starts: list[int] = []
+        ends: list[int] = []
+        news: list[int] = []
+        pos, stop = self._cursor, self._queue.pos
+        if pos == 0 and self._queue.read_at(0, 1) == b"#":   # the old header line
+            pos = self._queue.read_at(0, 4096).find(b"\n") + 1
+        for off in sorted(o for o in self._ahead if o >= pos) + [stop]:
+            if pos < off:
+                starts.append(pos)
+                ends.append(off)
+                news.append(w)
+                _copy_range(src, fd, pos, off - pos)
+                w += off - pos
+            pos = max(pos, off, self._ahead.get(off, off))
+        tail = os.fstat(src).st_size - stop
+        if tail > 0:
+            _copy_range(src, fd, stop, tail)
+            _write_all(fd, b"\n")
+        return views.Moves(starts, ends, news), tail > 0
+
+    def _watch_folded(self) -> None:
+        """A watcher after its fold: the new queue.txt is our header and the pending lines, all
+        of them data lines (blank and comment lines were consumed), so it need not be read."""
+        pending = self._lines - self._consumed
+        keep = (self._crawled, self._hops, self._failed, self._refused, self._rechecked)
+        self._queue.reopen_if_replaced()
+        self._claims.reopen_if_replaced()
+        self._reset_view()
+        self._load_hosts()
+        self._crawled, self._hops, self._failed, self._refused, self._rechecked = keep
+        self._lines, self._cursor = pending, len(QUEUE_HEADER.encode())
+        self._queue.pos = os.fstat(self._queue.fd).st_size  # type: ignore[arg-type]
 
     def pending_entries(self) -> Iterator[QueueEntry]:
         """The unclaimed lines of queue.txt, in order (for reports; not under the lock)."""
@@ -1075,6 +1106,31 @@ class FileStore:
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
                     consumed=0, delayed=sorted(delayed))
         return meta, carried.seen, buckets
+
+def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
+    """Append ``count`` bytes of ``src`` from ``offset`` to ``dst``: in the kernel with
+    copy_file_range, else through a 1 MB buffer."""
+    end = offset + count
+    try:
+        while offset < end:
+            n = os.copy_file_range(src, dst, end - offset, offset)
+            if n <= 0:
+                break
+            offset += n
+    except (AttributeError, OSError):
+        pass   # not on this system or file system: copy the rest by hand
+    while offset < end:
+        data = os.pread(src, min(end - offset, 1 << 20), offset)
+        if not data:
+            raise OSError(f"queue.txt is shorter than expected at byte {offset}")
+        _write_all(dst, data)
+        offset += len(data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    if os.write(fd, data) != len(data):
+        raise OSError(f"short write ({len(data)} bytes)")
+
 
 def _give_back_memory() -> None:
     """Return freed heap pages to the system. glibc keeps big freed blocks in its heap (its mmap

@@ -27,7 +27,7 @@ import json
 import os
 import zlib
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import repeat
 from operator import sub
@@ -114,14 +114,29 @@ class Moves:
 def translate(items: array, moves: Moves) -> array:
     """The offsets of a bucket (ascending) in the folded file, without the dropped lines.
 
-    A bucket that lies within one kept stretch (the usual case: the crawl took lines from the
-    head of the queue) moves as a whole, in C."""
+    Cut at the kept stretches the bucket spans, each piece moved as a whole in C: the usual
+    bucket lies in one or a few stretches (the crawl took lines from the head of the queue). A
+    bucket scattered over many more stretches than it has items is moved item by item."""
     if not items:
         return items
-    k = bisect_right(moves.starts, items[0]) - 1
-    if k >= 0 and items[-1] < moves.ends[k]:
-        shift = moves.starts[k] - moves.news[k]
-        return array(items.typecode, map(sub, items, repeat(shift))) if shift else items
+    first = max(0, bisect_right(moves.starts, items[0]) - 1)
+    last = bisect_right(moves.starts, items[-1])
+    if (last - first) * 8 > len(items):
+        return _item_by_item(items, moves)
+    out = array(items.typecode)
+    lo = 0
+    for k in range(first, last):
+        start, end = moves.starts[k], moves.ends[k]
+        i = bisect_left(items, start, lo)
+        j = bisect_left(items, end, i)
+        if i < j:
+            shift = start - moves.news[k]
+            out.extend(map(sub, items[i:j], repeat(shift)) if shift else items[i:j])
+        lo = j
+    return out
+
+
+def _item_by_item(items: array, moves: Moves) -> array:
     out = array(items.typecode)
     for off in items:
         new = moves.where(off)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from spider import recrawl
 from spider.records import QueueEntry, is_data
@@ -308,6 +309,21 @@ def test_parse_stamp(text: str, expected: Optional[float]) -> None:
     assert recrawl.parse_stamp(text) == expected
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.tuples(st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32), st.integers(0, 24),
+                 st.integers(0, 61), st.integers(0, 62)))
+def test_our_stamps_parse_as_strptime_reads_them(parts) -> None:
+    """The fast path for ``YYYY-MM-DDTHH:MM:SSZ`` gives what strptime gives, invalid dates included."""
+    import calendar
+    import time
+    text = "%04d-%02d-%02dT%02d:%02d:%02dZ" % parts
+    try:
+        expected: Optional[float] = float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        expected = None   # no reading of it is a time
+    assert recrawl.parse_stamp(text) == expected
+
+
 def test_export_after_recrawls_shows_last_status_and_state(changing: Changing, projects_dir: Path) -> None:
     import csv
     import io
@@ -498,3 +514,16 @@ def test_rerunning_a_killed_recrawl_all_checks_only_what_it_had_not(changing: Ch
     assert not (folder / recrawl.ROUND).exists()   # the round is over: the next --all checks everything
     result = ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
     assert "recrawl: 5 page(s) to check" in result.stderr, result.stderr
+
+
+def test_compacting_the_schedule_keeps_the_latest_line_per_url_and_leaves_a_compact_file_alone(tmp_path: Path) -> None:
+    first = recrawl.after_fetch("http://a.test/", 1000.0, '"e1"', None, "h1")
+    other = recrawl.after_fetch("http://b.test/", 1000.0, None, None, "h2")
+    later = recrawl.after_fetch("http://a.test/", 2000.0, '"e2"', None, "h3")
+    path = tmp_path / recrawl.SCHEDULE
+    path.write_text(recrawl.SCHEDULE_HEADER + first.line() + other.line() + later.line())
+    recrawl.compact_schedule(tmp_path)
+    assert path.read_text() == recrawl.SCHEDULE_HEADER + later.line() + other.line()
+    before = path.stat()
+    recrawl.compact_schedule(tmp_path)
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

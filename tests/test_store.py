@@ -403,6 +403,21 @@ def test_fold_leaves_exactly_the_pending_lines(tmp_path: Path):
     assert not is_clean(tmp_path, "k")                 # a hand edit forces the full check
 
 
+@pytest.mark.parametrize("track_seen", [True, False])
+def test_fold_keeps_a_last_line_still_being_written_by_hand(tmp_path: Path, track_seen: bool):
+    FileStore(tmp_path).open().add(entries(A + "1", A + "2"))
+    s = FileStore(tmp_path, owner=1, track_seen=track_seen).open()
+    with open(tmp_path / QUEUE, "a") as f:
+        f.write(A + "typing")   # no newline yet
+    assert s.refresh().pending == 2
+    assert s.fold()
+    lines = [x for x in (tmp_path / QUEUE).read_text().splitlines() if is_data(x)]
+    assert [parse_queue_line(x).url for x in lines] == [A + "1", A + "2", A + "typing"]
+    assert s.refresh().pending == 3
+    assert sorted(c.url for c in FileStore(tmp_path).open().claim(5, 0.0, no_delay).claims) == \
+        [A + "1", A + "2", A + "typing"]
+
+
 def test_fold_refuses_while_claims_are_in_flight(tmp_path: Path):
     s = FileStore(tmp_path, owner=1).open()
     s.add(entries(A))
@@ -460,6 +475,10 @@ def test_a_watcher_counts_and_folds_the_queue_like_a_worker(tmp_path: Path, monk
     assert (tmp_path / "worker" / QUEUE).read_text() == (tmp_path / "watcher" / QUEUE).read_text()
     folded = (tmp_path / "watcher" / QUEUE).read_text().splitlines()
     assert [parse_queue_line(x).url for x in folded if is_data(x)] == [A + "1", A + "2", B + "1", A + "3"]
+    # The watcher did not read the folded file; what it knows must be what reading it gives.
+    assert watcher.refresh().pending == FileStore(tmp_path / "watcher", track_seen=False).open().refresh().pending == 4
+    FileStore(tmp_path / "watcher").open().add(entries(B + "2"))
+    assert watcher.refresh().pending == 5
 
 
 @settings(max_examples=300, deadline=None)

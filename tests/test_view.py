@@ -238,6 +238,7 @@ def test_translate_moves_kept_offsets_and_drops_the_rest(items, cuts):
             if a <= off < b:
                 expected.append(off - a + n)
     assert list(views.translate(array("q", sorted(items)), moves)) == expected
+    assert list(views._item_by_item(array("q", sorted(items)), moves)) == expected
 
 
 def test_the_stable_fingerprint_is_the_same_in_another_interpreter():
