@@ -24,7 +24,10 @@ happened. The kills of a run follow a plan drawn at random:
 - ``worker``: one worker only (the others go on; the parent must re-queue its claims and start a
   replacement): at a random instant, the moment it holds the claim lock, or the moment its line
   for the page it fetched lands in crawled.txt (inside the settle step, before the journal record
-  that closes the claim); then maybe the whole group too.
+  that closes the claim); then maybe the whole group too;
+- ``pause``: not a kill but Ctrl-C (SIGINT to the group) once pages flow: the crawl stops cleanly
+  (exit 130), the files at rest are checked, ``frontier.view`` must be there, and the next run
+  resumes from it (the saved view, not the files), so later kills hit a run that loaded it.
 
 After each whole-group kill (nothing running) the files must satisfy what README promises for a
 killed crawl: crawled.txt and failed.txt exact (no URL twice, none in both), every line of every
@@ -78,7 +81,7 @@ from spider.records import is_data, parse_queue_line  # noqa: E402
 NAME = "soak"
 STATE_FILES = ("queue.txt", "claims.txt", "crawled.txt", "failed.txt", "rejected.txt", "hosts.txt",
                "fetch.log")
-PLANS = ["startup", "early", "random", "lock", "worker"]
+PLANS = ["startup", "early", "random", "lock", "worker", "pause"]
 WORKER_MODES = ["random", "at-lock", "at-record"]
 TEMP_PATTERN = re.compile(r"(^\..*\.tmp$)|(\.patch$)")
 
@@ -160,10 +163,11 @@ def check_files(folder: Path, at_rest: bool) -> List[str]:
     both = set(crawled) & set(failed)
     if both:
         bad.append(f"{len(both)} URL(s) in crawled.txt and failed.txt: {sorted(both)[:3]}")
-    for name, n in (("crawled.txt", 7), ("failed.txt", 4), ("rejected.txt", 3), ("fetch.log", 6)):
+    for name, shapes in (("crawled.txt", (7, 11)), ("failed.txt", (4,)), ("rejected.txt", (3,)), ("fetch.log", (6,))):
         for i, line in enumerate(data_lines(folder / name)):
-            if len(line.split("\t")) != n:
-                bad.append(f"{name}: line with {len(line.split(chr(9)))} fields, not {n}: {line[:120]!r}")
+            if len(line.split("\t")) not in shapes:
+                bad.append(f"{name}: line with {len(line.split(chr(9)))} fields, not {' or '.join(map(str, shapes))}: "
+                           f"{line[:120]!r}")
                 break
     queue: List[str] = []
     for line in data_lines(folder / "queue.txt"):
@@ -262,6 +266,7 @@ class Stats:
     by_phase: Counter = field(default_factory=Counter)
     lock_seen: int = 0          # kills sent while /proc/locks showed the claim lock held
     mid_rewrite: int = 0        # kills that left a temp file of an atomic rewrite behind
+    pauses: int = 0             # clean stops by Ctrl-C (the next run resumes from frontier.view)
     runs: int = 0
     rounds: int = 0
     refetches: int = 0
@@ -438,6 +443,14 @@ class Soak:
                 kill_group(proc)
                 return True, holder is not None
             return False, False
+        elif plan == "pause":
+            if not started(3.0):
+                return False, False
+            time.sleep(rng.uniform(0.0, 1.0))
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C on a terminal sends
+                self.s.pauses += 1
+            return False, False
         elif plan == "worker":
             if not started(3.0):
                 return False, False
@@ -475,8 +488,8 @@ class Soak:
     def plan(self, first: bool) -> str:
         """The first run of a project gets more start-up kills (settings saved, seeds not yet
         queued); later runs more kills mid-crawl."""
-        weights = ({"startup": 0.3, "early": 0.2, "random": 0.3, "lock": 0.1, "worker": 0.1} if first else
-                   {"startup": 0.1, "early": 0.15, "random": 0.3, "lock": 0.2, "worker": 0.25})
+        weights = ({"startup": 0.3, "early": 0.2, "random": 0.3, "lock": 0.1, "worker": 0.1, "pause": 0.05} if first else
+                   {"startup": 0.1, "early": 0.15, "random": 0.25, "lock": 0.2, "worker": 0.2, "pause": 0.15})
         weights = {k: v for k, v in weights.items() if k in self.a.plans} or {self.a.plans[0]: 1.0}
         return self.rng.choices(list(weights), list(weights.values()))[0]
 
@@ -514,6 +527,13 @@ class Soak:
                 continue
             if code == 0:
                 break
+            if plan == "pause" and code == 130:   # stopped cleanly by Ctrl-C: resume it
+                for problem in check_files(folder, at_rest=True):
+                    self.violation(f"after Ctrl-C (run {rno - 1}): {problem}")
+                if not (folder / "frontier.view").exists():
+                    self.violation(f"after Ctrl-C (run {rno - 1}): the clean stop saved no frontier.view")
+                with_url = False
+                continue
             if plan == "worker":   # the run ended by itself after a worker kill, not with 0
                 self.violation(f"run {rno - 1} exited {code} after worker kills: {stderr.strip()[-300:]!r}")
                 with_url = False
@@ -647,6 +667,7 @@ def main() -> int:
     print(f"refetches    {s.refetches} ({per_kill:.2f} per kill; README bound {s.bound_readme}, "
           f"workers x kills {a.workers * s.kills}); max refetch of one URL {s.max_refetch} "
           f"({s.max_refetch_url}); robots.txt requests {s.robots_requests}")
+    print(f"pauses       {s.pauses} clean stops by Ctrl-C, each resumed from frontier.view")
     if s.rerun_with_url:
         print(f"note         {s.rerun_with_url} first run(s) killed before settings.txt existed: rerun with URL")
     print(f"violations   {len(s.violations)}")
@@ -657,7 +678,7 @@ def main() -> int:
                    refetches_per_kill=round(per_kill, 3), max_refetch_one_url=s.max_refetch,
                    readme_bound=s.bound_readme, robots_requests=s.robots_requests,
                    by_plan=dict(s.by_plan), by_phase=dict(s.by_phase), lock_seen=s.lock_seen,
-                   mid_rewrite=s.mid_rewrite, leftover_temp=s.leftover_temp, rerun_with_url=s.rerun_with_url,
+                   mid_rewrite=s.mid_rewrite, leftover_temp=s.leftover_temp, pauses=s.pauses, rerun_with_url=s.rerun_with_url,
                    violations=len(s.violations), seed=a.seed, pages=len(site.pages), workers=a.workers)
     print(json.dumps(summary, sort_keys=True))
     if s.violations or a.keep:

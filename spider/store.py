@@ -27,6 +27,9 @@ a kill cannot tear. Whole-file rewrites (start and end of a run) go through ``at
 Each process keeps derived state: the journal cursor, hosts' next-allowed times, in-flight claims,
 the selection index of pending lines, and a ``SeenSet`` of every URL ever queued, crawled or
 failed (deduplication without re-reading files). A replaced file (new inode) makes a process rebuild its view from the files.
+A clean stop saves the view in ``frontier.view`` and a start whose files are exactly as that stop
+left them loads it instead of reading them (``spider/view.py``: ``save_view``, ``_carry_view`` at
+the fold, ``_load_view``).
 """
 
 from __future__ import annotations
