@@ -190,8 +190,11 @@ class StatsRecorder:
         if me is None or self._every is None:
             return
         rows = "".join(f"{n}\t{p}\n" for p, n in sorted(self.census.counts.items(), key=lambda kv: (-kv[1], kv[0])))
-        atomic_write(self.folder / CENSUS, f"{CENSUS_HEADER}queue\t{' '.join(map(str, me))}\n"
-                                           f"every\t{self._every}\n{rows}")
+        try:
+            atomic_write(self.folder / CENSUS, f"{CENSUS_HEADER}queue\t{' '.join(map(str, me))}\n"
+                                               f"every\t{self._every}\n{rows}")
+        except OSError:
+            pass   # a cache: the next start takes the census from queue.txt
 
     def _load_census(self) -> None:
         """The census saved at the last clean stop, if queue.txt is exactly as it left it."""

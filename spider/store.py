@@ -968,7 +968,6 @@ class FileStore:
         self._delayed = []
         _give_back_memory()
 
-
     # -- the saved view (spider/view.py) ---------------------------------------------------------------
     def _view_key(self) -> list[Any]:
         """The settings the index depends on: a view saved under others is not used."""
@@ -1045,7 +1044,10 @@ class FileStore:
                     return False   # a line still being written: nothing to describe exactly
                 meta = dict(self._view_meta(), files=files)
                 buckets = list(self._frontier.buckets())
-                atomic_write_with(self.folder / VIEW, lambda f: views.dump(f, meta, self.seen.state()[0], buckets))
+                try:
+                    atomic_write_with(self.folder / VIEW, lambda f: views.dump(f, meta, self.seen.state()[0], buckets))
+                except OSError:
+                    return False   # a full disk costs the next start its shortcut, nothing else
                 self._view_ino = self._queue.ino
                 return True
         return bool(self._guard(go))
@@ -1055,16 +1057,19 @@ class FileStore:
         path = self.folder / VIEW
         files = self._view_files()
         queue = files[QUEUE]
-        if carried is None or queue is None:
-            self._view_ino = None
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            return None
-        meta, seen, buckets = carried
-        v = views.View(dict(meta, files=files, end=queue[1]), seen.state()[0], buckets)
-        atomic_write_with(path, lambda f: views.dump(f, v.meta, v.table, v.buckets))
-        self._view_ino = queue[0]
-        return v
+        if carried is not None and queue is not None:
+            meta, seen, buckets = carried
+            v = views.View(dict(meta, files=files, end=queue[1]), seen.state()[0], buckets)
+            try:
+                atomic_write_with(path, lambda f: views.dump(f, v.meta, v.table, v.buckets))
+                self._view_ino = queue[0]
+                return v
+            except OSError:
+                pass   # a cache: the next start reads the files
+        self._view_ino = None
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
 
     def _carry_view(self, moves: views.Moves) -> tuple[dict[str, Any], SeenSet, list] | None:
         """At the fold (lock held, synced, nothing in flight): the view of the folded queue.txt,
@@ -1083,19 +1088,21 @@ class FileStore:
             carried._install(v)
         except (ValueError, KeyError, TypeError, IndexError):
             return None
-        if carried._queue.reopen_if_replaced() and carried._queue.ino != self._queue.ino:
-            carried._queue.close()
-            return None
-        carried._queue.pos = int(v.meta["end"])
         try:
+            carried._queue.reopen_if_replaced()
+            if carried._queue.ino != self._queue.ino:
+                return None
+            carried._queue.pos = int(v.meta["end"])
             carried._read_queue()   # what this run appended (its claimed lines included: seen)
+            for name in (CRAWLED, FAILED):
+                old, now = v.meta["files"][name], views.identity(self.folder / name)
+                if old is None or now is None or old[0] != now[0] or old[1] > now[1]:
+                    return None   # replaced or cut: only an appended file can be carried
+                carried._take_outcomes(name, old[1])
+        except OSError:
+            return None
         finally:
             carried._queue.close()
-        for name in (CRAWLED, FAILED):
-            old, now = v.meta["files"][name], views.identity(self.folder / name)
-            if old is None or now is None or old[0] != now[0] or old[1] > now[1]:
-                return None   # replaced or cut: only an appended file can be carried
-            carried._take_outcomes(name, old[1])
         buckets = [(h, sc, views.translate(items, moves)) for h, sc, items in carried._frontier.buckets()]
         buckets = [b for b in buckets if b[2]]
         delayed = []
@@ -1109,6 +1116,7 @@ class FileStore:
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
                     consumed=0, delayed=sorted(delayed))
         return meta, carried.seen, buckets
+
 
 def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
     """Append ``count`` bytes of ``src`` from ``offset`` to ``dst``: in the kernel with

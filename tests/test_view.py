@@ -287,3 +287,17 @@ def test_the_census_saved_at_a_clean_stop_is_loaded_and_dropped_after_an_edit(tm
     (tmp_path / CENSUS).write_text("# a cache\nqueue\tgarbage\n")
     StatsRecorder(tmp_path).catch_up()                   # a damaged cache is ignored
     assert (tmp_path / CLAIMS).exists()
+
+
+def test_a_view_that_cannot_be_written_costs_nothing_but_the_shortcut(tmp_path: Path):
+    """frontier.view is a cache: when it cannot be written (here a folder sits in its place, as
+    a full disk or a read-only file would make a write fail), the crawl goes on as before."""
+    (tmp_path / VIEW).mkdir()
+    s = FileStore(tmp_path, owner=1).open()
+    s.add(QueueEntry(f"{HOSTS[0]}{i}", 0) for i in range(10))
+    assert not s.save_view()
+    for c in s.claim(3, 0.0, no_delay).claims:
+        s.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
+    assert s.fold()
+    again = FileStore(tmp_path).open()
+    assert not again.from_view and again.counts().pending == 7 and again.counts().crawled == 3
