@@ -2,7 +2,7 @@
 
 Opening a project builds each process's view of the frontier from the files: the dedup table of
 every URL queued, crawled or failed, and the selection index of the pending lines. That is a pass
-over queue.txt, crawled.txt and failed.txt, about 2 s per million URLs. So a clean stop saves the
+over queue.txt, crawled.txt and failed.txt, about 2.4 s per million URLs. So a clean stop saves the
 view in ``frontier.view``, and the next run loads it in milliseconds, but only when the files it
 was built from are exactly as they were: same inode, size, modification time, and first and last
 64 KB. Any hand edit, a kill, or a change of a setting the index depends on (``--order``,
@@ -14,7 +14,8 @@ How it stays current without a full pass at each stop: a run that read the files
 at start-up (``FileStore.save_view``), while it holds it anyway. At the clean stop, the fold
 rewrites queue.txt without its claimed lines and carries that view forward: it drops the claimed
 offsets, shifts the others to their place in the new file (``translate``), and reads only what
-this run appended. So the cost is in the lines this run touched, not the size of the frontier.
+this run appended. So the work done line by line is in the lines this run touched; the rest is
+reading and writing the arrays, in C (about 0.05 s per million URLs).
 
 The file: a magic line, one JSON line (the identity of the files it describes and the small
 parts of the state), then raw arrays: the dedup table (``SeenSet``, int64), then each bucket's
