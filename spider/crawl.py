@@ -166,7 +166,7 @@ class Crawl:
         self.stats = StatsRecorder(self.folder)
         self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
-                          order=order_of(cfg), only=cfg.discover).open()
+                          order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds).open()
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
@@ -524,7 +524,7 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, paren
     else:   # a replacement forked after the parent dropped its table builds its own view
         store = FileStore(store.folder, max_pages=config.max_pages,
                           max_per_host=config.max_pages_per_host, order=order_of(config),
-                          only=config.discover).open()
+                          only=config.discover, seeds=config.seeds).open()
 
     from .fetch import Fetcher
     spider = Spider(config, store, wait=stop.wait,

@@ -436,7 +436,12 @@ class Spider:
         if batch:
             added = self.store.add(batch.values())
             report.added = len(added)
-            report.duplicates += len(batch) - len(added)
+            # Not added: queued meanwhile by another worker (known now), or refused by the
+            # host budget (logged in rejected.txt by the store, and never known).
+            now_known = self.store.seen
+            refused_by_budget = sum(1 for url in batch if url not in now_known)
+            report.duplicates += len(batch) - len(added) - refused_by_budget
+            report.rejected += refused_by_budget
         return report
 
     def _reject(self, items: list[tuple[str, str, str]]) -> None:

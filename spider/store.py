@@ -310,11 +310,12 @@ class FileStore:
 
     def __init__(self, folder: Path, *, owner: int | None = None, max_pages: int | None = None,
                  max_per_host: int | None = None, track_seen: bool = True,
-                 order: Order | None = None, only: tuple[str, ...] = ()) -> None:
+                 order: Order | None = None, only: tuple[str, ...] = (), seeds: Iterable[str] = ()) -> None:
         self.folder = Path(folder)
         self.order = order or Order()
         # A discovery run fetches only seeds, rechecks and URLs matching these; the rest wait.
         self.only = tuple(re.compile(p) for p in only)
+        self._seeds = frozenset(seeds)
         self.owner = os.getpid() if owner is None else owner
         self.max_pages = max_pages
         self.max_per_host = max_per_host
@@ -659,10 +660,10 @@ class FileStore:
             self._frontier.push(host, score, off)
 
     def _wanted(self, fields: list[str], url: str) -> bool:
-        """In a discovery run: seeds (source ``-``), rechecks and URLs matching a pattern."""
-        source = fields[4].rstrip("\n").split("\t", 1)[0] if len(fields) > 4 else "-"
+        """In a discovery run: the seeds (the project's start URLs, not every line without a
+        source page: a hand-added line has none), rechecks and URLs matching a pattern."""
         rest = fields[4] if len(fields) > 4 else ""
-        return source in ("-", "") or rest.rstrip("\n").endswith("\trecheck") or \
+        return url in self._seeds or rest.rstrip("\n").endswith("\trecheck") or \
             any(p.search(url) for p in self.only)
 
     def _release_due(self, now: float) -> None:

@@ -256,16 +256,19 @@ def test_discovery_leaves_detail_pages_pending_then_the_fetch_run_takes_them(sit
     assert not [p for p in site.hits if p.startswith("/detail/")]
     assert sorted(p for p in site.hits if p.startswith("/list/")) == ["/list/1", "/list/2", "/list/3"]
     # Discovery again later: the listings are fetched anew, only the new detail URLs are added.
+    # Lines added by hand have no source page, like the seeds: they still wait for the fetch run.
+    with open(projects_dir / "d" / "queue.txt", "a") as f:
+        f.write(site.url("/detail/2-8") + "\n" + QueueEntry(site.url("/detail/3-8"), 0, 0, 0.0, "-").line())
     state["details"] = 7
     r = ok(cli(projects_dir, "crawl", "d", "--delay", "0", "--discover", "/list/"))
-    assert "21 URL(s) left pending" in r.stderr
+    assert "23 URL(s) left pending" in r.stderr
     assert site.hits["/list/1"] == 2 and not [p for p in site.hits if p.startswith("/detail/")]
     queued = [r[0] for r in rows(projects_dir / "d" / "queue.txt")]
-    assert len(queued) == len(set(queued)) == 21
+    assert len(queued) == len(set(queued)) == 23
     # The fetch run: every detail page, once.
     ok(cli(projects_dir, "crawl", "d", "--delay", "0", "--workers", "4"))
     details = {p: n for p, n in site.hits.items() if p.startswith("/detail/")}
-    assert len(details) == 21 and set(details.values()) == {1}
+    assert len(details) == 23 and set(details.values()) == {1}
     assert "discover" not in (projects_dir / "d" / "settings.txt").read_text()   # a per-run option
 
 

@@ -654,6 +654,23 @@ def test_control_characters_in_hrefs_are_encoded_or_removed(linker) -> None:
         assert e.line().count("\t") == 4 and e.line().count("\n") == 1
 
 
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_links_refused_by_the_host_budget_are_not_counted_as_already_known(tmp_path: Path, kind: str) -> None:
+    """links.txt (and status's "links to URLs already known") counts links to known URLs; a link
+    the host budget refused is a refusal, not a known URL."""
+    store = MemoryStore(max_per_host=3) if kind == "memory" else FileStore(tmp_path, max_per_host=3).open()
+    store.folder = tmp_path  # type: ignore[attr-defined]  # where robots/ goes (MemoryStore)
+    config = CrawlConfig(seeds=(PAGE,), workers=1, delay=0.0, max_depth=5, ignore_robots=True,
+                         max_pages_per_host=3)
+    spider = Spider(config, store, clock=FakeClock(), wait=FakeClock().wait)
+    try:
+        store.add([QueueEntry(PAGE)])
+        report = spider.add_links_to_queue(PAGE, [f"/n{i}" for i in range(10)] + ["/n0", PAGE], 0)
+        assert (report.added, report.duplicates, report.rejected) == (2, 2, 8)   # PAGE + 2 = the budget
+    finally:
+        spider.close()
+
+
 def test_urls_over_the_length_limit_are_refused_and_never_requested(site: TestSite, worker: Worker) -> None:
     at_limit = "/" + "a" * (MAX_URL_LENGTH - len(site.url("/")))    # exactly MAX_URL_LENGTH characters
     site.route("/", body=html(at_limit, at_limit + "b", "/long/" + "x" * 100_000))
