@@ -185,7 +185,7 @@ class Crawl:
             self._queue_rechecks(store, lambda url: url in cfg.seeds or any(
                 re.search(p, url) for p in cfg.discover))
         started, crawled_before = time.monotonic(), store.counts().crawled
-        if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages:
+        if cfg.max_pages is not None and store.counts().completed >= cfg.max_pages and not store.has_rechecks():
             self._say(f"--max-pages {cfg.max_pages} already reached in this project; "
                       "nothing to do (raise it to go on)")
             code = EXIT_DONE
@@ -251,7 +251,7 @@ class Crawl:
         queue.txt) is returned to the system when the child exits, instead of staying in the
         parent's heap that every worker then inherits."""
         parent_end, child_end = self.ctx.Pipe(duplex=False)
-        p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit))
+        p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit, self.config.max_pages_per_host))
         p.start()
         child_end.close()
         try:
@@ -467,10 +467,11 @@ class _Rate:
         return (d1 - d0) / (t1 - t0) if t1 > t0 else 0.0
 
 
-def _recover_child(conn: Any, folder: Path, admit: Callable[[str, int], str | None]) -> None:
+def _recover_child(conn: Any, folder: Path, admit: Callable[[str, int], str | None],
+                   max_per_host: int | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        conn.send(recover(folder, admit))
+        conn.send(recover(folder, admit, max_per_host))
     except OSError as e:
         conn.send(StoreError(f"{e.filename or folder}: {e.strerror or e}"))
     finally:

@@ -30,6 +30,7 @@ class MemoryStore:
         self._pending: dict[int, QueueEntry] = {}   # seq -> entry, in insertion order
         self._seq = 0
         self._frontier = Frontier(self.order.lifo)
+        self._rechecks = Frontier(self.order.lifo)   # the rechecks again: claimable past --max-pages
         self._delayed: list[int] = []   # retries, not in the index until their time comes
         self.inflight: dict[str, tuple[int, QueueEntry]] = {}
         self.host_next: dict[str, float] = {}
@@ -49,7 +50,14 @@ class MemoryStore:
         if e.not_before > 0:
             self._delayed.append(self._seq)
         else:
-            self._frontier.push(host_key(e.url), self.order.score(e.url, e.depth), self._seq)
+            self._index(self._seq)
+
+    def _index(self, seq: int) -> None:
+        e = self._pending[seq]
+        key = (host_key(e.url), self.order.score(e.url, e.depth), seq)
+        self._frontier.push(*key)
+        if e.kind == "recheck":
+            self._rechecks.push(*key)
 
     def counts(self) -> Counts:
         hops = sum(1 for line in self.crawled if is_redirect_hop(line))
@@ -63,20 +71,18 @@ class MemoryStore:
 
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         c = self.counts()
-        limit = claim_limit(limit, self.max_pages, c)
-        if limit == 0:
-            return ClaimResult([], c.pending, c.in_flight, None, True)
+        room = claim_limit(limit, self.max_pages, c)   # past --max-pages, only rechecks go on
         taken: list[Claim] = []
         due = [q for q in self._delayed if self._pending[q].not_before <= now]
         self._delayed = [q for q in self._delayed if q not in due]
         for q in due:
-            e = self._pending[q]
-            self._frontier.push(host_key(e.url), self.order.score(e.url, e.depth), q)
-        wait = delayed_wait(((host_key(self._pending[q].url), self._pending[q].not_before) for q in self._delayed),
+            self._index(q)
+        wait = delayed_wait(((host_key(self._pending[q].url), self._pending[q].not_before) for q in self._delayed
+                             if room or self._pending[q].kind == "recheck"),
                             lambda h: self.host_next.get(h, 0.0))
         while len(taken) < limit:
-            host, seq, w = self._frontier.select(now, lambda h: self.host_next.get(h, 0.0),
-                                                 self._pending.__contains__)
+            index = self._frontier if room else self._rechecks
+            host, seq, w = index.select(now, lambda h: self.host_next.get(h, 0.0), self._pending.__contains__)
             if w is not None:
                 wait = w if wait is None else min(wait, w)
             if host is None:
@@ -85,8 +91,10 @@ class MemoryStore:
             self.host_next[host] = now + delay_for(host)
             self.inflight[e.url] = (self.owner, e)
             taken.append(Claim(e, self.owner))
+            if room and e.kind != "recheck":
+                room -= 1
         c = self.counts()
-        return ClaimResult(taken, c.pending, c.in_flight, wait, False)
+        return ClaimResult(taken, c.pending, c.in_flight, wait, room == 0 and not taken and wait is None)
 
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
         new = []

@@ -41,6 +41,7 @@ import math
 import os
 import re
 import time
+from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Callable, Container, Iterable, Iterator, Protocol
@@ -352,8 +353,10 @@ class FileStore:
         self._inflight: dict[str, tuple[int, str]] = {}   # url -> (owner, queue line)
         self._idle: tuple[tuple[int, int], float] | None = None   # last search found all waiting
         self._frontier = Frontier(self.order.lifo)   # pending lines by host and priority
+        self._rechecks = Frontier(self.order.lifo)   # the recheck lines among them, again: what
+        # may still be claimed once --max-pages is reached (a check completes no new URL)
         self._held = 0   # pending lines a discovery run leaves alone (``only``)
-        self._delayed: list[tuple[float, int, str, int]] = []   # retries not yet due: (time, off, host, score)
+        self._delayed: list[tuple[float, int, str, int, bool]] = []   # retries not yet due: (time, off, host, score, recheck)
         self._crawled = 0
         self._hops = 0
         self._failed = 0
@@ -580,9 +583,7 @@ class FileStore:
         with self.lock:
             self._sync()
             c = self.counts()
-            limit = claim_limit(limit, self.max_pages, c)
-            if limit == 0:
-                return ClaimResult([], c.pending, c.in_flight, None, True)
+            room = claim_limit(limit, self.max_pages, c)   # new URLs --max-pages still allows
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
@@ -592,10 +593,12 @@ class FileStore:
             records: list[str] = []
             host_next = self._host_next
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
-            wait = delayed_wait(((h, nb) for nb, _, h, _ in self._delayed), ready_at)
+            wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
             while len(taken) < limit:
-                # The selection policy (spider/order.py): the best URL of a host that is ready.
-                host, off, w = self._frontier.select(now, ready_at, self._live)
+                # The selection policy (spider/order.py): the best URL of a host that is ready;
+                # past --max-pages, the best recheck (rechecks do not use the budget up).
+                index = self._frontier if room else self._rechecks
+                host, off, w = index.select(now, ready_at, self._live)
                 if w is not None:
                     wait = w if wait is None else min(wait, w)
                 if host is None:
@@ -613,8 +616,10 @@ class FileStore:
                     append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {e}"))
                     self._journal([f"S\t{off}\t{end}\t1\n"])
                     continue
+                recheck = entry.kind == "recheck"
                 if entry.not_before > now:   # not due yet after all: back to the waiting room
-                    heapq.heappush(self._delayed, (entry.not_before, off, host, self._score(entry.url, entry.depth)))
+                    heapq.heappush(self._delayed, (entry.not_before, off, host,
+                                                   self._score(entry.url, entry.depth), recheck))
                     wait = entry.not_before if wait is None else min(wait, entry.not_before)
                     continue
                 delay = delay_for(host)
@@ -624,6 +629,8 @@ class FileStore:
                 self._apply(rec)   # so the host's next URL sees the reservation
                 records.append(rec)
                 taken.append(Claim(entry, self.owner))
+                if room and not recheck:
+                    room -= 1
             if records:
                 self._claims.append("".join(records))
                 self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
@@ -631,7 +638,13 @@ class FileStore:
             if not taken and wait is not None:
                 self._idle = ((self._queue.pos, self._claims.pos), wait)
             c = self.counts()
-            return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, False)
+            # Used up: no new URL may be taken, and no recheck is left to take now or later.
+            used_up = room == 0 and not taken and wait is None
+            return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, used_up)
+
+    def has_rechecks(self) -> bool:
+        """Is a recheck pending? Rechecks may still be claimed once --max-pages is reached."""
+        return len(self._rechecks) > 0 or any(d[4] for d in self._delayed)
 
     def _live(self, off: int) -> bool:
         """Is the queue line at ``off`` still unclaimed (by anyone)?"""
@@ -654,10 +667,13 @@ class FileStore:
         if self.only and host and not self._wanted(fields, url):
             self._held += 1   # left pending for the fetch run
             return
+        recheck = len(fields) > 4 and fields[4].rstrip("\r\n").endswith("\trecheck")
         if not_before > 0 and math.isfinite(not_before):
-            heapq.heappush(self._delayed, (not_before, off, host, score))
+            heapq.heappush(self._delayed, (not_before, off, host, score, recheck))
         else:
             self._frontier.push(host, score, off)
+            if recheck:
+                self._rechecks.push(host, score, off)
 
     def _wanted(self, fields: list[str], url: str) -> bool:
         """In a discovery run: the seeds (the project's start URLs, not every line without a
@@ -670,9 +686,11 @@ class FileStore:
         """Retries whose time has come join the index."""
         delayed = self._delayed
         while delayed and delayed[0][0] <= now:
-            _, off, host, score = heapq.heappop(delayed)
+            _, off, host, score, recheck = heapq.heappop(delayed)
             if self._live(off):
                 self._frontier.push(host, score, off)
+                if recheck:
+                    self._rechecks.push(host, score, off)
 
     def _line_at(self, off: int) -> tuple[str, int]:
         """The queue line starting at byte ``off``, and the offset just past it."""
@@ -966,6 +984,7 @@ class FileStore:
         self.seen = SeenSet()
         self._track_seen = False
         self._frontier = Frontier(self.order.lifo)
+        self._rechecks = Frontier(self.order.lifo)
         self._delayed = []
         _give_back_memory()
 
@@ -1010,11 +1029,15 @@ class FileStore:
         """Take a view's state as ours (offsets as in the queue.txt it describes)."""
         m = v.meta
         seen = SeenSet.from_table(v.table, int(m["seen"]))
-        frontier = Frontier.from_buckets(self.order.lifo, v.buckets)
-        delayed = [(float(nb), int(off), str(h), int(sc)) for nb, off, h, sc in m["delayed"]]
+        split = len(v.buckets) - int(m["rechecks"])   # the recheck index's buckets come last
+        if not 0 <= split <= len(v.buckets):
+            raise ValueError("bad bucket count")
+        frontier = Frontier.from_buckets(self.order.lifo, v.buckets[:split])
+        rechecks = Frontier.from_buckets(self.order.lifo, v.buckets[split:])
+        delayed = [(float(nb), int(off), str(h), int(sc), bool(rc)) for nb, off, h, sc, rc in m["delayed"]]
         heapq.heapify(delayed)
         crawled, hops, failed = (int(x) for x in m["base"])
-        self.seen, self._frontier, self._delayed = seen, frontier, delayed
+        self.seen, self._frontier, self._rechecks, self._delayed = seen, frontier, rechecks, delayed
         self._cursor = int(m["cursor"])
         self._ahead = {int(o): int(e) for o, e in m["ahead"]}
         self._lines, self._consumed = int(m["lines"]), int(m["consumed"])
@@ -1043,8 +1066,10 @@ class FileStore:
                 queue = files[QUEUE]
                 if queue is None or queue[1] != self._queue.pos:
                     return False   # a line still being written: nothing to describe exactly
-                meta = dict(self._view_meta(), files=files)
                 buckets = list(self._frontier.buckets())
+                rechecks = list(self._rechecks.buckets())
+                meta = dict(self._view_meta(), files=files, rechecks=len(rechecks))
+                buckets += rechecks
                 try:
                     atomic_write_with(self.folder / VIEW, lambda f: views.dump(f, meta, self.seen.state()[0], buckets))
                 except OSError:
@@ -1104,19 +1129,21 @@ class FileStore:
             return None
         finally:
             carried._queue.close()
-        buckets = [(h, sc, views.translate(items, moves)) for h, sc, items in carried._frontier.buckets()]
-        buckets = [b for b in buckets if b[2]]
+        def moved(index: Frontier) -> list[tuple[str, int, array]]:
+            out = [(h, sc, views.translate(items, moves)) for h, sc, items in index.buckets()]
+            return [b for b in out if b[2]]
+        buckets, rechecks = moved(carried._frontier), moved(carried._rechecks)
         delayed = []
-        for nb, off, host, score in carried._delayed:
+        for nb, off, host, score, recheck in carried._delayed:
             new = moves.where(off)
             if new is not None:
-                delayed.append((nb, new, host, score))
+                delayed.append((nb, new, host, score, recheck))
         pending = sum(len(items) for _, _, items in buckets) + len(delayed)
         if pending != self._lines - self._consumed:
             return None   # the index and the journal disagree: let the next run read the files
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
-                    consumed=0, delayed=sorted(delayed))
-        return meta, carried.seen, buckets
+                    consumed=0, delayed=sorted(delayed), rechecks=len(rechecks))
+        return meta, carried.seen, buckets + rechecks
 
 
 def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
@@ -1260,7 +1287,7 @@ def _trusted(line: str) -> bool:
     return line.count("\t") >= 4 and line.startswith(("http://", "https://"))
 
 
-def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
+def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host: int | None = None) -> Repair:
     """Fold the journal into the files. Only while no worker runs (the caller holds crawl.lock).
 
     1. crawled.txt and failed.txt: a line that does not parse (hand edit, or a line torn by power
@@ -1269,7 +1296,8 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
        crawled or failed; a URL queued twice keeps its last line (the latest attempts count).
        Hand-written lines are normalised; a line that is not a crawlable URL is reported (file and
        line number) and moved to rejected.txt; a URL the current settings refuse (``admit``
-       returns a reason) is moved there with that reason.
+       returns a reason, or its host already holds ``max_per_host`` URLs: ``host budget``) is
+       moved there with that reason.
     3. claims.txt is emptied, then queue.txt is replaced (each atomically): a journal never
        outlives the queue.txt it describes. The queue line of every claim the journal says was
        settled is dropped (a recheck's URL is crawled by design, so only the journal knows).
@@ -1282,6 +1310,18 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
     done = SeenSet()
     for name in (CRAWLED, FAILED):
         _repair_outcome_file(folder / name, rep, rejected, done)
+    per_host = _urls_per_host(folder) if max_per_host is not None else {}
+
+    def refusal(url: str, depth: int) -> str | None:
+        """Why the current settings refuse a queued URL, if they do (the host budget last: only
+        a URL admitted otherwise takes one of its host's places)."""
+        reason = admit(url, depth)
+        if reason is None and max_per_host is not None:
+            h = host_key(url)
+            if per_host.get(h, 0) >= max_per_host:
+                return "host budget"
+            per_host[h] = per_host.get(h, 0) + 1
+        return reason
 
     for name in (REJECTED, "fetch.log", "errors.log"):
         _end_torn_log(folder / name, rep)
@@ -1342,7 +1382,8 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
         def keep(e: QueueEntry) -> None:
             if e.url in done and e.kind != "recheck":   # a recheck is of a crawled page, by design
                 return
-            reason = admit(e.url, e.depth)
+            # (a recheck's page holds its host's place already; a second line holds none more)
+            reason = admit(e.url, e.depth) if e.kind == "recheck" or e.url in written else refusal(e.url, e.depth)
             if e.url in written and not reason:   # admitted twice: the later line's fields count
                 later[e.url] = e
                 return
@@ -1368,7 +1409,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
                 elif url in done:
                     continue
                 else:
-                    reason = admit(url, int(depth))
+                    reason = refusal(url, int(depth))
                     if reason:
                         rejected.append(rejected_line(url, reason, line.rsplit("\t", 1)[-1]))
                         rep.refused[reason] = rep.refused.get(reason, 0) + 1
@@ -1413,6 +1454,20 @@ def recover(folder: Path, admit: Callable[[str, int], str | None]) -> Repair:
     atomic_write(cpath, HEADERS[CLAIMS])   # first: a journal must never outlive its queue.txt
     os.replace(tmp, qpath)
     return rep
+
+
+def _urls_per_host(folder: Path) -> dict[str, int]:
+    """How many URLs of each host crawled.txt and failed.txt hold (the host budget's count)."""
+    out: dict[str, int] = {}
+    for name in (CRAWLED, FAILED):
+        with open(folder / name, encoding="utf-8-sig", errors="replace") as f:
+            for line in f:
+                if is_data(line):
+                    url = first_field(line)
+                    if url.startswith(("http://", "https://")):
+                        h = host_key(url)
+                        out[h] = out.get(h, 0) + 1
+    return out
 
 
 def _patch_lines(path: Path, latest: dict[str, QueueEntry]) -> None:

@@ -19,7 +19,8 @@ reading and writing the arrays, in C (about 0.05 s per million URLs).
 
 The file: a magic line, one JSON line (the identity of the files it describes and the small
 parts of the state), then raw arrays: the dedup table (``SeenSet``, int64), then each bucket's
-pending offsets, in the JSON's order.
+pending offsets, in the JSON's order: the selection index's buckets, then the recheck index's
+(the rechecks again, which may still be claimed once --max-pages is reached).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from operator import sub
 from pathlib import Path
 from typing import IO, Any, Sequence
 
-MAGIC = b"spider frontier view 1\n"
+MAGIC = b"spider frontier view 2\n"
 SAMPLE = 1 << 16   # bytes at each end of a file that its identity checksums
 
 

@@ -793,6 +793,18 @@ def test_a_raised_host_budget_is_not_said_to_be_reached(site: TestSite, make_sit
     assert "--max-pages-per-host 4 reached for 2 host(s)" in lowered.stderr, lowered.stderr
 
 
+def test_a_host_budget_given_on_resume_holds_for_urls_queued_before(site: TestSite, projects_dir: Path) -> None:
+    site.add_tree(12, 4)
+    crawl(projects_dir, "late", site.url("/"), "--delay", "0", "--max-pages", "3", "--max-depth", "20")
+    queued = [r for r in rows(projects_dir / "late" / "queue.txt")]
+    assert len(queued) > 5
+    again = crawl(projects_dir, "late", "--max-pages", "200", "--max-pages-per-host", "5")
+    assert re.search(r"note: \d+ queued URL\(s\) moved to rejected.txt \(host budget\)", again.stderr), again.stderr
+    assert "--max-pages-per-host 5 reached for 1 host(s)" in again.stderr, again.stderr
+    table = status_rows(status(projects_dir, "late"))
+    assert table[hkey(site)]["crawled"] == "5" and table[hkey(site)]["pending"] == "0"
+
+
 @pytest.mark.parametrize("refused, known, says", [
     ({}, {}, []),
     ({"a": 3}, {"a": 5}, ["reached for 1 host(s): a;"]),

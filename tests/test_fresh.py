@@ -196,6 +196,25 @@ def test_only_due_pages_are_checked_and_a_sitemap_lastmod_makes_one_due(changing
     assert site.hits["/lm"] == hits["/lm"] + 1 and site.hits["/etag"] == hits["/etag"]
 
 
+def test_a_project_that_reached_max_pages_can_still_be_recrawled(changing: Changing, projects_dir: Path) -> None:
+    """Rechecks do not count against --max-pages: a project stopped by its budget is checked in
+    full, and a new page a changed page links to still waits for a higher budget."""
+    site = changing.site
+    r = ok(cli(projects_dir, "crawl", "f", site.url("/"), "--delay", "0", "--max-pages", "3", "--workers", "1"))
+    assert "--max-pages 3 reached" in r.stderr
+    folder = projects_dir / "f"
+    crawled = {r[0] for r in rows(folder / "crawled.txt")}
+    assert len(crawled) == 3
+    changing.page("/new", [], "none")
+    changing.change("/", ["/etag", "/lm", "/plain", "/doomed", "/new"])
+    r = ok(cli(projects_dir, "recrawl", "f", "--all", "--delay", "0"))
+    assert "nothing to do" not in r.stderr, r.stderr
+    assert sorted(checks(folder)) == sorted(crawled)                  # every crawled page checked once
+    assert {r[0] for r in rows(folder / "crawled.txt")} == crawled    # no new page past the budget
+    assert not changing.requests("/new")
+    assert not [x for x in rows(folder / "queue.txt") if x[-1] == "recheck"]
+
+
 def test_a_page_unlinked_in_three_recrawls_in_a_row_is_marked_inactive(changing: Changing,
                                                                        projects_dir: Path) -> None:
     site = changing.site

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from spider.memory import MemoryStore
 from spider.records import QueueEntry, crawled_line, failed_line, is_data, parse_queue_line
-from spider.store import CLAIMS, QUEUE, REJECTED, FileStore, is_clean, recover, write_signature
+from spider.store import CLAIMS, CRAWLED, QUEUE, REJECTED, FileStore, is_clean, recover, write_signature
 
 A = "http://a.test/"
 B = "http://b.test/"
@@ -160,6 +160,27 @@ def test_budget_counts_completed_and_in_flight(make_store):
     assert r.budget_reached and r.finished and r.pending == 3
 
 
+def test_past_the_budget_only_rechecks_are_claimed(make_store):
+    """Rechecks complete no new URL, so they go on once --max-pages is reached; new URLs do not."""
+    s = make_store(max_pages=1)
+    s.add(entries(A + "1", A + "2"))
+    first = s.claim(5, 0.0, no_delay)
+    assert [c.url for c in first.claims] == [A + "1"] and not first.finished
+    crawled(s, first.claims[0])
+    assert s.claim(5, 0.0, no_delay).finished                  # budget reached, nothing to recheck
+    s.requeue([QueueEntry(A + "1", 0, 0, 0.0, "-", "recheck"), QueueEntry(A + "2", 0, 0, 0.0, "-", "recheck")])
+    got = s.claim(5, 0.0, one_second)                           # A2's plain line stays pending
+    assert [(c.url, c.entry.kind) for c in got.claims] == [(A + "1", "recheck")] and not got.finished
+    waiting = s.claim(5, 0.0, one_second)                      # the other recheck waits for its host
+    assert waiting.claims == [] and waiting.wait_until == 1.0 and not waiting.finished
+    later = s.claim(5, 1.0, one_second)
+    assert [(c.url, c.entry.kind) for c in later.claims] == [(A + "2", "recheck")]
+    for c in got.claims + later.claims:
+        s.settle(c, "rechecked")
+    end = s.claim(5, 2.0, one_second)
+    assert end.claims == [] and end.finished and s.refresh().pending == 1
+
+
 def test_redirect_hops_do_not_use_the_budget(make_store):
     s = make_store(max_pages=1)
     s.add(entries(A))
@@ -240,6 +261,23 @@ def test_recover_keeps_claims_whose_queue_line_is_gone(tmp_path: Path):
     rep = recover(tmp_path, lambda url, depth: None)
     assert rep.recovered_claims == 1
     assert A + "1" in (tmp_path / QUEUE).read_text()
+
+
+def test_recovery_holds_the_queue_to_a_host_budget_given_on_resume(tmp_path: Path):
+    """A --max-pages-per-host given on resume cuts back what is queued already: a host's crawled,
+    failed and queued URLs together stay within it (rechecks of its crawled pages aside)."""
+    (tmp_path / CRAWLED).write_text(crawled_line(A + "c0", 200, "text/html", 10, 0, 0)
+                                    + crawled_line(A + "c1", 200, "text/html", 10, 0, 0))
+    (tmp_path / QUEUE).write_text("".join(e.line() for e in [
+        QueueEntry(A + "1", 1), QueueEntry(A + "2", 1), QueueEntry(B + "1", 1), QueueEntry(A + "out", 1),
+        QueueEntry(A + "c0", 0, 0, 0.0, "-", "recheck"), QueueEntry(A + "1", 1, 1)]) + A + "3\n")
+    rep = recover(tmp_path, lambda url, depth: "scope" if url.endswith("out") else None, max_per_host=3)
+    queued = [parse_queue_line(x) for x in (tmp_path / QUEUE).read_text().splitlines() if is_data(x)]
+    assert [(e.url, e.kind) for e in queued] == [(A + "1", "-"), (B + "1", "-"), (A + "c0", "recheck")]
+    assert queued[0].attempts == 1                      # its later line still counts, and takes no place
+    refused = [x.split("\t")[:2] for x in (tmp_path / REJECTED).read_text().splitlines() if is_data(x)]
+    assert refused == [[A + "2", "host budget"], [A + "out", "scope"], [A + "3", "host budget"]]
+    assert rep.refused == {"host budget": 2, "scope": 1}
 
 
 def test_recover_reports_and_moves_bad_lines(tmp_path: Path):

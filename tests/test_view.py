@@ -34,6 +34,7 @@ def state(s: FileStore) -> dict:
     return {
         "counts": s.counts(),
         "buckets": sorted((h, sc, list(items)) for h, sc, items in s._frontier.buckets()),
+        "rechecks": sorted((h, sc, list(items)) for h, sc, items in s._rechecks.buckets()),
         "delayed": sorted(s._delayed),
         "cursor": (s._cursor, dict(s._ahead), s._lines, s._consumed),
         "pos": s._queue.pos,
