@@ -1,6 +1,6 @@
 """Entry point: `python main.py crawl NAME URL` does what the `spider` console script does."""
 
-from spider.cli import main
+from spider._entry import main
 
 if __name__ == "__main__":
     main()

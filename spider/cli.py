@@ -15,7 +15,7 @@ import click
 from . import __version__
 from . import config as settings
 from .config import SCOPES, CrawlConfig
-from .crawl import Crawl, CrawlError
+from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from .store import StoreError
@@ -65,7 +65,20 @@ def parse_start_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group: Ctrl-C at any moment of a command (start-up included, before the
+    crawl's own handler is in place) ends it with exit 130 and one line, as the README says,
+    not click's "Aborted!" and 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted; run the same command again to resume", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="spider")
 def main() -> None:
     """spider: a multi-process web crawler whose whole state lives in plain text files.

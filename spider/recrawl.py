@@ -285,9 +285,14 @@ def open_round(folder: Path, now: float) -> float:
     try:
         return float(path.read_text(encoding="utf-8").split("\n")[1].split()[1])
     except (OSError, IndexError, ValueError):
+        # Checks are recorded to the second, so a round begins on a whole second, and no check
+        # is made before it: every check of it is then recorded at or after its start, every
+        # earlier one before (a check in the same second as the start could be either).
+        start = math.floor(now) + 1
         atomic_write(path, "# a round of checks of every page that has not finished (recrawl --all, --discover)\n"
-                           f"started {now:.3f}\n")
-        return now
+                           f"started {start:.3f}\n")
+        time.sleep(max(0.0, start - time.time()))
+        return float(start)
 
 
 def close_round(folder: Path) -> None:

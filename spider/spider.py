@@ -60,6 +60,7 @@ class Spider:
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
         self._rejected = SeenSet()
+        self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
@@ -126,6 +127,14 @@ class Spider:
     def _crawl(self, claim: Claim) -> None:
         if claim.entry.kind == "recheck":
             self._recheck(claim)
+            return
+        # Admitted when it was queued; checked again here, because a line written into queue.txt
+        # while the crawl runs (or a saved view fooled by an edit that kept the file's size and
+        # time) was not: whatever the settings refuse is never requested.
+        reason = None if claim.url in self._seeds else self.admission.check(claim.url, claim.entry.depth)
+        if reason:
+            self.store.settle(claim, "rejected", record=rejected_line(claim.url, reason, claim.entry.source))
+            self._open_claim = None
             return
         chain = [claim.url]
         current = claim

@@ -512,6 +512,23 @@ def test_export_after_a_changed_recheck_shows_no_field_of_the_old_version(changi
     assert (rec["bytes"], rec["outlinks"]) != (int(first[3]), int(first[9]))
 
 
+def test_a_round_begins_on_the_next_whole_second(tmp_path: Path) -> None:
+    """Checks are recorded to the second: a round that began at hh:mm:08.9 would count a check
+    made at 08.95 (recorded as 08) as older than itself and make it again after a kill."""
+    import time
+
+    before = time.time()
+    start = recrawl.open_round(tmp_path, before)
+    assert start == float(int(before) + 1) and time.time() >= start
+    assert recrawl.open_round(tmp_path, before + 100) == start     # an open round goes on
+    url = "http://a.test/p"
+    (tmp_path / "crawled.txt").write_text(f"{url}\t200\ttext/html\t10\t0\t2026-11-30T10:00:00Z\t-\n")
+    (tmp_path / recrawl.SCHEDULE).write_text(recrawl.SCHEDULE_HEADER + recrawl.after_fetch(url, start, None, None, "h").line())
+    assert recrawl.due_pages(tmp_path, start + 5, True, checked_since=start) == []
+    (tmp_path / recrawl.SCHEDULE).write_text(recrawl.SCHEDULE_HEADER + recrawl.after_fetch(url, start - 0.01, None, None, "h").line())
+    assert recrawl.due_pages(tmp_path, start + 5, True, checked_since=start) == [(url, 0)]
+
+
 def test_rerunning_a_killed_recrawl_all_checks_only_what_it_had_not(changing: Changing, projects_dir: Path) -> None:
     """``recrawl --all`` opens a round (round.txt); a run killed halfway leaves it open, and the
     same command again checks only the pages the round has not checked yet."""

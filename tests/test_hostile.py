@@ -671,6 +671,20 @@ def test_links_refused_by_the_host_budget_are_not_counted_as_already_known(tmp_p
         spider.close()
 
 
+def test_a_queued_line_the_settings_refuse_is_never_requested(site: TestSite, make_site, worker: Worker) -> None:
+    """Lines reach queue.txt without admission when written by hand while the crawl runs (or
+    through a saved view fooled by an edit that kept size and times): the claim checks again."""
+    other = make_site("127.0.0.2")
+    other.route("/x", body=html())
+    site.route("/", body=html())
+    spider, store, _ = worker(site.url("/"), deny=("/denied",))
+    store.add([QueueEntry(other.url("/x"), 1), QueueEntry(site.url("/denied"), 1), QueueEntry(site.url("/deep"), 9)])
+    run(spider)
+    assert other.hits == {} and "/denied" not in site.hits and "/deep" not in site.hits
+    refused = {x.split("\t")[0]: x.split("\t")[1] for x in store.logs["rejected"]}
+    assert refused == {other.url("/x"): "scope", site.url("/denied"): "deny", site.url("/deep"): "depth"}
+
+
 def test_urls_over_the_length_limit_are_refused_and_never_requested(site: TestSite, worker: Worker) -> None:
     at_limit = "/" + "a" * (MAX_URL_LENGTH - len(site.url("/")))    # exactly MAX_URL_LENGTH characters
     site.route("/", body=html(at_limit, at_limit + "b", "/long/" + "x" * 100_000))

@@ -171,6 +171,32 @@ def test_ctrl_c_stops_gracefully_and_the_rerun_finishes(site, projects_dir):
     assert sum(site.hits.values()) - len(pages) - 1 <= 2   # robots.txt once; the pages in flight at the stop
 
 
+@pytest.mark.parametrize("after", [0.15, 0.6])
+def test_ctrl_c_during_start_up_exits_130_and_keeps_every_line(site, projects_dir, after: float):
+    """Ctrl-C while the modules load (0.15 s) or while 200,000 hand-added lines are checked (0.6 s),
+    before the crawl's own handler is in place: exit 130 and one line, no traceback, no "Aborted!"."""
+    site.route("/", body=b"<a href='/a'>a</a>")
+    first = subprocess.run(crawl_cmd(projects_dir, "s", site.url("/"), "--max-pages", "1", "--delay", "0"),
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    with open(projects_dir / "s" / "queue.txt", "a") as f:
+        f.write("".join(f"{site.url('/x')}{i}\n" for i in range(200_000)))
+    cmd = crawl_cmd(projects_dir, "s", "--max-pages", "1", "--delay", "0")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(after)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Aborted" not in err, err
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=120)   # budget reached: no fetch
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(urls_of(projects_dir / "s" / "queue.txt")) == 200_001   # /a and every hand-added line
+
+
 def test_politeness_holds_across_workers(site, projects_dir):
     paths = site.add_tree(12, 4)
     run = subprocess.run(crawl_cmd(projects_dir, "slow", site.url("/"), "--workers", "4", "--delay", "0.3",
