@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Container, Iterable, Iterator, Protocol
 
 from .records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
-                      first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
+                      data_fields, first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
 from .politeness import HostState, parse_host_line
 from .order import Frontier, Order
 from .seen import SeenSet
@@ -1460,13 +1460,11 @@ def _urls_per_host(folder: Path) -> dict[str, int]:
     """How many URLs of each host crawled.txt and failed.txt hold (the host budget's count)."""
     out: dict[str, int] = {}
     for name in (CRAWLED, FAILED):
-        with open(folder / name, encoding="utf-8-sig", errors="replace") as f:
-            for line in f:
-                if is_data(line):
-                    url = first_field(line)
-                    if url.startswith(("http://", "https://")):
-                        h = host_key(url)
-                        out[h] = out.get(h, 0) + 1
+        for f in data_fields(folder / name):
+            url = f[0].strip()
+            if url.startswith(("http://", "https://")):
+                h = host_key(url)
+                out[h] = out.get(h, 0) + 1
     return out
 
 

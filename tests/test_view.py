@@ -286,8 +286,10 @@ def test_the_census_saved_at_a_clean_stop_is_loaded_and_dropped_after_an_edit(tm
     edited.catch_up()
     assert sum(edited.census.counts.values()) == 66      # read from the file again
     (tmp_path / CENSUS).write_text("# a cache\nqueue\tgarbage\n")
-    StatsRecorder(tmp_path).catch_up()                   # a damaged cache is ignored
+    damaged = StatsRecorder(tmp_path)
+    damaged.catch_up()                                   # a damaged cache is ignored
     assert (tmp_path / CLAIMS).exists()
+    assert damaged.census.counts == edited.census.counts   # the census read from queue.txt
 
 
 def test_a_view_that_cannot_be_written_costs_nothing_but_the_shortcut(tmp_path: Path):
