@@ -18,6 +18,7 @@ from .config import SCOPES, CrawlConfig
 from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
+from . import safefs
 from .store import StoreError
 from .urls import normalize
 
@@ -42,6 +43,10 @@ def project_folder(projects_dir: Path, name: str) -> Path:
         raise click.ClickException(f"{folder} is a symbolic link; refusing to follow it out of {projects_dir}")
     if folder.exists() and not folder.is_dir():
         raise click.ClickException(f"{folder} exists and is not a folder")
+    try:   # a project from someone else may hold links out of it: refuse before any write
+        safefs.check_tree(folder)
+    except OSError as e:
+        raise click.ClickException(str(e)) from None
     return folder
 
 

@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 from . import config as settings
 from .config import CrawlConfig
 from .records import QueueEntry, data_fields, is_data, utc_stamp
-from . import recrawl
+from . import recrawl, safefs
 from .order import Order
 from .scope import Admission
 from .stats import STATS_EVERY, StatsRecorder
@@ -101,6 +101,7 @@ class Crawl:
     def run(self, seed_only: bool = False) -> int:
         """The whole run, under crawl.lock. ``seed_only``: read the sitemaps, queue their URLs,
         and stop without crawling (the ``seed`` command)."""
+        safefs.check_tree(self.folder)   # no write may follow a link out of the project
         lock = FileLock(str(self.folder / "crawl.lock"), timeout=0)
         try:
             lock.acquire()

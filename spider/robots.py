@@ -29,6 +29,8 @@ from typing import Callable
 
 from protego import Protego
 
+from . import safefs
+
 FRESH_FOR = 24 * 3600.0
 RETRY_UNAVAILABLE = 300.0
 MAX_BODY = 500 * 1024
@@ -161,8 +163,8 @@ class RobotsCache:
         r = self.known(host)
         if r is not None:
             return r, False
-        self.dir.mkdir(exist_ok=True)
-        fd = os.open(self.dir / (cache_name(host) + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        safefs.ensure_dir(self.dir)
+        fd = safefs.open_fd(self.dir / (cache_name(host) + ".lock"), os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._missing.pop(host, None)
@@ -170,8 +172,7 @@ class RobotsCache:
             if r is not None:
                 return r, False
             r, url = fetch(self._stale(host))
-            from .store import atomic_write   # the one place that rewrites files
-            atomic_write(self.dir / cache_name(host), dump(r, url))
+            safefs.atomic_write(self.dir / cache_name(host), dump(r, url))
             self._rules[host] = r
             return r, True
         finally:

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Callable, Container, Iterable, Iterator, Protocol
 
+from . import safefs
+from .safefs import append_text, atomic_write, atomic_write_with   # the store's names for them
 from .records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
                       data_fields, first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
 from .politeness import HostState, parse_host_line
@@ -87,7 +89,7 @@ class FrontierLock:
 
     def __enter__(self) -> "FrontierLock":
         if self._pid != os.getpid():
-            self._fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = safefs.open_fd(self.lock_file, os.O_RDWR | os.O_CREAT)
             self._pid = os.getpid()
         fd = self._fd
         assert fd is not None
@@ -103,47 +105,6 @@ class FrontierLock:
 
 class StoreError(Exception):
     """A project file could not be read, written or locked (disk full, permissions, ...)."""
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file in the same folder, flush, fsync, os.replace."""
-    atomic_write_with(path, lambda f: f.write(text.encode("utf-8")))
-
-
-def atomic_write_with(path: Path, fill: Callable[[IO[bytes]], object]) -> None:
-    """Replace ``path`` with what ``fill`` writes to a binary file, atomically (as ``atomic_write``)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            fill(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable too
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
-
-def append_text(path: Path, text: str) -> None:
-    """Append whole lines with a single write call, which a kill cannot tear."""
-    data = text.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        if os.write(fd, data) != len(data):
-            raise OSError(f"short write to {path}")
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -248,9 +209,9 @@ class _File:
             except PermissionError:
                 pass
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            self.fd = safefs.open_fd(self.path, os.O_RDWR | os.O_APPEND)
         except PermissionError:   # a read-only project can still be reported on
-            self.fd = os.open(self.path, os.O_RDONLY)
+            self.fd = safefs.open_read(self.path)
         self.ino = os.fstat(self.fd).st_ino
         self.pos = 0
         return True
@@ -294,10 +255,8 @@ class _File:
     def append(self, text: str) -> int:
         """Append whole lines; returns the offset they start at."""
         assert self.fd is not None
-        data = text.encode("utf-8")
         offset = os.fstat(self.fd).st_size
-        if os.write(self.fd, data) != len(data):
-            raise OSError(f"short write to {self.path}")
+        safefs.write_whole(self.fd, text.encode("utf-8"), self.path)
         return offset
 
     def close(self) -> None:
@@ -875,10 +834,8 @@ class FileStore:
         fd = self._log_fds.get(name)
         if fd is None:
             path = self.folder / LOGS[name]
-            fd = self._log_fds[name] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        data = text.encode("utf-8")
-        if os.write(fd, data) != len(data):
-            raise OSError(f"short write to {self.folder / LOGS[name]}")
+            fd = self._log_fds[name] = safefs.open_append(path)
+        safefs.write_whole(fd, text.encode("utf-8"), self.folder / LOGS[name])
 
     def fold(self) -> bool:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.
@@ -893,7 +850,7 @@ class FileStore:
                     return False
                 qpath = self.folder / QUEUE
                 tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                fd = safefs.new_temp(tmp)
                 try:
                     moves, partial = self._write_unclaimed(fd)
                     os.fsync(fd)
@@ -1376,7 +1333,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host:
     horizon = time.time() + FAR_AHEAD
     written = SeenSet()
     later: dict[str, QueueEntry] = {}
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as out:
+    with open(safefs.new_temp(tmp), "w", encoding="utf-8", errors="surrogateescape") as out:
         out.write(QUEUE_HEADER)
 
         def keep(e: QueueEntry) -> None:
@@ -1472,7 +1429,7 @@ def _patch_lines(path: Path, latest: dict[str, QueueEntry]) -> None:
     """Rewrite the lines of the URLs in ``latest`` with those entries (same position)."""
     tmp = path.with_name(path.name + ".patch")
     with open(path, encoding="utf-8", errors="surrogateescape") as src, \
-            open(tmp, "w", encoding="utf-8", errors="surrogateescape") as out:
+            open(safefs.new_temp(tmp), "w", encoding="utf-8", errors="surrogateescape") as out:
         for line in src:
             e = latest.get(line.split("\t", 1)[0].rstrip("\n"))
             out.write(e.line() if e is not None else line)

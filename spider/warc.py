@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Union
 from urllib.parse import urlsplit
 
-from . import __version__
+from . import __version__, safefs
 
 MAX_SIZE = 100 * 1000 * 1000          # bytes; Annex B recommends 1 GB, smaller files are easier to move
 PREFIX = "spider"
@@ -283,7 +283,7 @@ class WarcWriter:
     # -- files ------------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        safefs.ensure_dir(self.folder)
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
         while True:
             name = f"{self.prefix}-{stamp}-{self.pid}-{self._serial:05d}.warc.gz"
@@ -292,7 +292,7 @@ class WarcWriter:
             if final.exists():
                 continue
             try:
-                fd = os.open(str(final) + OPEN_SUFFIX, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                fd = safefs.open_fd(str(final) + OPEN_SUFFIX, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
             except FileExistsError:
                 continue
             break
