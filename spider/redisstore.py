@@ -87,7 +87,8 @@ local function push_ready(host, key, line)
   end
   return 0   -- the very same line is pending already: one line, as one pending URL
 end
-local function push(host, line, score, lifo, not_before)
+-- queue a line; with ``touched`` (a batch), its host is indexed and the count kept once at the end
+local function push(host, line, score, lifo, not_before, touched)
   local seq = redis.call('INCR', k('seq'))
   local key = num(tonumber(score) * 68719476736 + (lifo == '1' and -seq or seq))
   local added
@@ -96,9 +97,14 @@ local function push(host, line, score, lifo, not_before)
     redelay(host)
   else
     added = push_ready(host, key, line)
-    reindex(host)
+    if touched then touched[host] = true else reindex(host) end
   end
-  redis.call('HINCRBY', k('counts'), 'pending', added)
+  if touched then touched[''] = (touched[''] or 0) + added
+  else redis.call('HINCRBY', k('counts'), 'pending', added) end
+end
+local function flush(touched)
+  for host, _ in pairs(touched) do if host ~= '' then reindex(host) end end
+  if touched[''] then redis.call('HINCRBY', k('counts'), 'pending', touched['']) end
 end
 local function packed_has(bucket, fp)
   local at = 1
@@ -176,28 +182,33 @@ local function maybe_release(host, owner)
 end
 """
 
-# add: ARGV 1 prefix, 2 lifo, 3 host budget ('' none), then groups of 6:
-# host, fingerprint, bucket key, score, line, rejected line (for the host budget)
+# add: ARGV 1 prefix, 2 lifo, 3 host budget ('' none), then one argument an entry (one string,
+# since encoding arguments is most of the client's work): the 8-byte fingerprint, then
+# host LF score LF queue line [LF rejected line, for the host budget]
 _ADD = _LUA_COMMON + r"""
-local out = {}
-for i = 4, #ARGV, 6 do
-  local host, fp, bucket, score, line, refused = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+local out, touched = {}, {}
+for i = 4, #ARGV do
+  local fp = string.sub(ARGV[i], 1, 8)
+  local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
+  local b1, b2 = string.byte(fp, 1, 2)
+  local bucket = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
   local result = 0
-  if not packed_has(redis.call('GET', bucket) or '', fp) then
-    local admitted = tonumber(redis.call('HGET', hk('h', host), 'admitted') or '0')
-    if ARGV[3] ~= '' and admitted >= tonumber(ARGV[3]) then
+  local packed = redis.call('GET', bucket) or ''
+  if not packed_has(packed, fp) then
+    if ARGV[3] ~= '' and tonumber(redis.call('HGET', hk('h', host), 'admitted') or '0') >= tonumber(ARGV[3]) then
       if packed_add(PFX .. ':over:' .. string.sub(bucket, #PFX + 7), fp) then
-        redis.call('RPUSH', k('log:rejected'), refused)
+        redis.call('RPUSH', k('log:rejected'), refused .. '\n')
       end
     else
-      packed_add(bucket, fp)
+      redis.call('SET', bucket, packed .. fp)
       redis.call('HINCRBY', hk('h', host), 'admitted', 1)
-      push(host, line, score, ARGV[2], 0)
+      push(host, line, score, ARGV[2], 0, touched)
       result = 1
     end
   end
   out[#out + 1] = result
 end
+flush(touched)
 return out
 """
 
@@ -446,9 +457,9 @@ class RedisStore:
             batch = todo[i:i + ADD_BATCH]
             args: list[Any] = [self.prefix, self._lifo, cap]
             for e in batch:
-                fp = fingerprint(e.url)
-                args += [host_key(e.url), fp, self._bucket(fp), self._score(e), e.line()[:-1],
-                         rejected_line(e.url, "host budget", e.source)]
+                refused = "\n" + rejected_line(e.url, "host budget", e.source)[:-1] if cap else ""
+                args.append(fingerprint(e.url) + f"{host_key(e.url)}\n{self._score(e)}\n{e.line()[:-1]}{refused}"
+                            .encode("utf-8", "surrogatepass"))
             got = self._add_script(args=args)
             new += [e for e, ok in zip(batch, got) if ok]
         return new
