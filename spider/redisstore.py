@@ -32,11 +32,17 @@ names its token, records nothing. Lease times are Redis's own clock (``TIME``), 
 
 from __future__ import annotations
 
+import functools
 import math
 import socket
 from dataclasses import replace
 from hashlib import blake2b
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
+
+try:
+    import redis
+except ImportError:   # an optional extra: pip install -e ".[redis]"
+    redis = None  # type: ignore[assignment]
 
 from .order import Order
 from .politeness import HostState
@@ -357,6 +363,20 @@ return held
 """
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line_errors(fn: F) -> F:
+    """A Redis that cannot be reached or goes away becomes one StoreError line, never a traceback."""
+    @functools.wraps(fn)
+    def guarded(self: "RedisStore", *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(self, *args, **kw)
+        except redis.RedisError as e:
+            raise StoreError(f"Redis store {self.prefix!r}: {type(e).__name__}: {e}") from None
+    return guarded  # type: ignore[return-value]
+
+
 def fingerprint(url: str) -> bytes:
     """The URL's 8-byte BLAKE2b: the bytes of ``spider.seen.stable_fingerprint`` (little-endian)."""
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
@@ -372,7 +392,10 @@ class _Seen:
         if not isinstance(url, str):
             return False
         fp = fingerprint(url)
-        bucket = self._store.r.get(self._store._bucket(fp)) or b""
+        try:
+            bucket = self._store.r.get(self._store._bucket(fp)) or b""
+        except redis.RedisError as e:
+            raise StoreError(f"Redis store {self._store.prefix!r}: {type(e).__name__}: {e}") from None
         return any(bucket[i:i + 8] == fp for i in range(0, len(bucket), 8))
 
 
@@ -406,7 +429,8 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, name: str, **kw: Any) -> "RedisStore":
         """A store on ``redis://HOST:PORT/DB``; StoreError with one line if Redis cannot be reached."""
-        import redis
+        if redis is None:
+            raise StoreError("the Redis store needs the redis package: pip install -e '.[redis]'")
         try:
             client = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=10)
             client.ping()
@@ -435,6 +459,7 @@ class RedisStore:
         return max(-SCORE_LIMIT, min(SCORE_LIMIT, self.order.score(e.url, e.depth)))
 
     # -- counts ----------------------------------------------------------------------------------
+    @_one_line_errors
     def counts(self) -> Counts:
         raw, owners = self.r.pipeline().hgetall(self.key("counts")).hgetall(self.key("owners")).execute()
         n = {k.decode(): int(v) for k, v in raw.items()}
@@ -447,6 +472,7 @@ class RedisStore:
     refresh = counts
 
     # -- adding ----------------------------------------------------------------------------------
+    @_one_line_errors
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
         """Queue the entries whose URL was never queued, crawled or failed; returns those. With
         ``max_per_host``, a host's URLs beyond that many go to the rejected log as ``host budget``."""
@@ -464,6 +490,7 @@ class RedisStore:
             new += [e for e, ok in zip(batch, got) if ok]
         return new
 
+    @_one_line_errors
     def requeue(self, entries: Iterable[QueueEntry]) -> int:
         """Queue entries whatever deduplication says (rechecks of crawled pages); returns how many."""
         args: list[Any] = [self.prefix, self._lifo]
@@ -478,6 +505,7 @@ class RedisStore:
         return f"{t:.3f}" if t > 0 else "0"
 
     # -- the claim step --------------------------------------------------------------------------
+    @_one_line_errors
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         """Take up to ``limit`` URLs, best key first among hosts that are ready and not another
         worker's; each is one atomic script that also takes or renews the host's lease."""
@@ -556,6 +584,7 @@ class RedisStore:
                 items.append((host, t))
         return delayed_wait(items, lambda h: self.host_state(h).next_allowed)
 
+    @_one_line_errors
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
         """A redirect target: queue and claim it at once, or None when its URL is already known or
         its host is another worker's (then it is left pending for that worker)."""
@@ -570,6 +599,7 @@ class RedisStore:
         return Claim(entry, self.owner, float(got[1]))
 
     # -- settling --------------------------------------------------------------------------------
+    @_one_line_errors
     def settle(self, claim: Claim, kind: str, *, record: str | None = None,
                requeue: QueueEntry | None = None) -> bool:
         """End a claim (kinds as ``FileStore.settle``), its record and requeue in the same script.
@@ -583,10 +613,19 @@ class RedisStore:
                                 self.lease_ms])
         return bool(ok)
 
+    @_one_line_errors
     def reissue(self, owner: int) -> int:
         """Put the in-flight URLs of a dead worker of this machine back to pending; end its leases."""
         return int(self._reissue(args=[self.prefix, f"{self.machine}/{owner}"]))
 
+    @_one_line_errors
+    def close(self) -> int:
+        """A clean stop of this worker: what it still holds goes back to pending and its hosts
+        are let go now, for other workers to take at once. Returns how many URLs went back."""
+        self._held.clear()
+        return int(self._reissue(args=[self.prefix, self._who]))
+
+    @_one_line_errors
     def renew_leases(self) -> list[str]:
         """Extend the leases this worker holds (call it while a fetch runs long); returns those held."""
         if not self._held:
@@ -596,10 +635,12 @@ class RedisStore:
         return held
 
     # -- hosts -----------------------------------------------------------------------------------
+    @_one_line_errors
     def host_state(self, host: str) -> HostState:
         nxt, delay, failures, reason = self.r.hmget(self.host_key("h", host), "next", "delay", "failures", "reason")
         return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
 
+    @_one_line_errors
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
         """Apply a politeness rule to the host's shared state: optimistic (WATCH, MULTI/EXEC),
         tried again if another worker changed the host in between."""
@@ -614,21 +655,25 @@ class RedisStore:
 
         return self.r.transaction(apply, key, value_from_callable=True)
 
+    @_one_line_errors
     def reserve_host(self, host: str, until: float) -> None:
         self.update_host(host, lambda s: replace(s, next_allowed=max(s.next_allowed, until)))
 
+    @_one_line_errors
     def first_with_text(self, text_hash: str, url: str) -> str:
         key = self.key("texts")
         self.r.hsetnx(key, text_hash, url)
         return (self.r.hget(key, text_hash) or url.encode()).decode()
 
     # -- logs ------------------------------------------------------------------------------------
+    @_one_line_errors
     def log(self, name: str, text: str) -> None:
         """Append whole lines to a log (``P:log:NAME``, one list item per line)."""
         lines = text.splitlines(keepends=True)
         if lines:
             self.r.rpush(self.key(f"log:{name}"), *lines)
 
+    @_one_line_errors
     def lines(self, name: str) -> list[str]:
         """The lines of a log, as its file would hold them."""
         return [x.decode("utf-8", "surrogateescape") for x in self.r.lrange(self.key(f"log:{name}"), 0, -1)]

@@ -226,3 +226,25 @@ def test_the_host_budget_refuses_at_entry_and_logs_each_url_once(make):
     assert s.add([QueueEntry(A + "3", 0, 0, 0.0, A)]) == []
     assert s.lines("rejected") == [f"{A}2\thost budget\t{A}\n", f"{A}3\thost budget\t{A}\n"]
     assert A + "3" not in s.seen and s.refresh().pending == 3
+
+
+def test_a_clean_stop_lets_its_hosts_go_at_once(make):
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    one.claim(1, 0.0, no_delay)
+    assert urls(two.claim(5, 0.0, no_delay)) == []
+    assert one.close() == 1                                     # A1 was still in flight
+    assert urls(two.claim(5, 0.0, no_delay)) == [A + "1", A + "2"]
+
+
+def test_a_redis_that_goes_away_is_one_store_error(start_redis):  # noqa: F811
+    from spider.redisstore import RedisStore
+    server = start_redis()
+    s = RedisStore.from_url(server.url, "p", owner=1, machine="m")
+    s.add([QueueEntry(A + "1")])
+    server.kill()
+    for verb in (lambda: s.claim(1, 0.0, no_delay), lambda: s.add([QueueEntry(A + "2")]),
+                 lambda: A + "1" in s.seen, s.refresh):
+        with pytest.raises(StoreError, match=r"^Redis store 'p': ConnectionError: ") as e:
+            verb()
+        assert "\n" not in str(e.value)
