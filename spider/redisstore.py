@@ -47,13 +47,12 @@ except ImportError:   # an optional extra: pip install -e ".[redis]"
 from .order import Order
 from .politeness import HostState
 from .records import QueueEntry, parse_queue_line, rejected_line
-from .store import Claim, ClaimResult, Counts, StoreError, claim_limit, delayed_wait
+from .store import Claim, ClaimResult, Counts, StoreError
 from .urls import host_key
 
 KEY_SCALE = 1 << 36          # seq below 2**36, |score| below 2**16: the key stays an exact double
 SCORE_LIMIT = (1 << 16) - 1
 BUCKET_BITS = 12             # 4,096 fingerprint strings
-WINDOW = 64                  # hosts read from the index at a time by the claim step
 ADD_BATCH = 500              # entries per add script: one script must not hold Redis for long
 LIST_OF = {"failed": "failed", "rejected": "rejected"}   # a settle's record goes to this log, else crawled
 COUNTED = ("crawled", "failed", "hop", "rejected", "rechecked")
@@ -224,18 +223,21 @@ for i = 3, #ARGV, 4 do push(ARGV[i], ARGV[i + 2], ARGV[i + 1], ARGV[2], ARGV[i +
 return 1
 """
 
-# tick: ARGV 1 prefix, 2 now. Take back expired leases, let due retries join the index.
-_TICK = _LUA_COMMON + r"""
-local now = ARGV[2]
-local expired = redis.call('ZRANGEBYSCORE', k('leases'), '-inf', num(server_ms()))
-for _, host in ipairs(expired) do
+# select, the claim step's first half: ARGV 1 prefix, 2 now, 3 limit, 4 --max-pages ('' none),
+# 5 owner. Takes back expired leases, lets due retries join the index, then walks the index (best
+# key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
+# {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
+# ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
+_SELECT = _LUA_COMMON + r"""
+local now = tonumber(ARGV[2])
+for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('leases'), '-inf', num(server_ms()))) do
   local o = redis.call('HGET', hk('h', host), 'lowner')
   if o then give_back(host, o) end
   end_lease(host)
 end
-for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', now)) do
+for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', ARGV[2])) do
   local d = hk('d', host)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', d, '-inf', now)) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', d, '-inf', ARGV[2])) do
     local sp = string.find(m, ' ', 1, true)
     redis.call('ZREM', d, m)
     if push_ready(host, string.sub(m, 1, sp - 1), string.sub(m, sp + 1)) == 0 then
@@ -245,42 +247,107 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', now)) do
   reindex(host)
   redelay(host)
 end
-return #expired
+local c = redis.call('HMGET', k('counts'), 'pending', 'inflight', 'crawled', 'failed')
+local inflight = tonumber(c[2] or '0')
+local limit = tonumber(ARGV[3])
+local room = limit
+if ARGV[4] ~= '' then
+  room = math.max(0, math.min(limit, tonumber(ARGV[4]) - tonumber(c[3] or '0') - tonumber(c[4] or '0') - inflight))
+end
+local wait = nil
+local function later(t) if wait == nil or t < wait then wait = t end end
+local index = room > 0 and k('hosts') or k('rhosts')
+local ready, start = {}, 0
+while #ready < limit do
+  local hosts = redis.call('ZRANGE', index, start, start + 63)
+  if #hosts == 0 then break end
+  for _, host in ipairs(hosts) do
+    local st = redis.call('HMGET', hk('h', host), 'next', 'lowner')
+    if st[2] and st[2] ~= ARGV[5] then
+      -- another worker's host (an expired lease was taken back above)
+    elseif st[1] and tonumber(st[1]) > now then
+      later(tonumber(st[1]))
+    else
+      ready[#ready + 1] = host
+      if #ready >= limit then break end
+    end
+  end
+  start = start + 64
+end
+local d = redis.call('ZRANGE', k('dhosts'), 0, 63, 'WITHSCORES')
+for i = 1, #d, 2 do
+  local host, nb = d[i], tonumber(d[i + 1])
+  if room == 0 then   -- past --max-pages only a recheck may go
+    nb = nil
+    local all = redis.call('ZRANGE', hk('d', host), 0, -1, 'WITHSCORES')
+    for j = 1, #all, 2 do
+      if is_recheck(all[j]) then nb = tonumber(all[j + 1]); break end
+    end
+  end
+  if nb then later(math.max(nb, tonumber(redis.call('HGET', hk('h', host), 'next') or '0'))) end
+end
+local out = {tostring(room), wait and string.format('%.17g', wait) or '', c[1] or '0', tostring(inflight)}
+for _, host in ipairs(ready) do out[#out + 1] = host end
+return out
 """
 
-# claim one URL of a host: ARGV 1 prefix, 2 host, 3 owner, 4 now, 5 host's next time ('0' none),
-# 6 lease ms, 7 '1' for rechecks only. Returns {'ok', line, token} or {'wait', time} / {'leased'} / {'empty'}.
+# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, then pairs
+# (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
+# URLs, best key first among them, each with its host's lease. Returns
+# {wait ('' none), pending, in flight, line, token, line, token, ...}.
 _CLAIM = _LUA_COMMON + r"""
-local host, owner, now = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local h = hk('h', host)
-local lo, lu = unpack(redis.call('HMGET', h, 'lowner', 'luntil'))
-if lo and lo ~= owner then
-  if tonumber(lu) > server_ms() then return {'leased'} end
-  give_back(host, lo)
-  end_lease(host)
+local owner, now, room = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
+local slot = {}
+for i = 7, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
+local wait = nil
+local function later(t) if wait == nil or t < wait then wait = t end end
+local out, taken = {}, 0
+while taken < tonumber(ARGV[6]) do
+  local best, bz, bline, bkey = nil, nil, nil, nil
+  for host, _ in pairs(slot) do
+    local lo, lu, nx = unpack(redis.call('HMGET', hk('h', host), 'lowner', 'luntil', 'next'))
+    local ok = true
+    if lo and lo ~= owner then
+      if tonumber(lu) > server_ms() then ok = false else give_back(host, lo); end_lease(host) end
+    end
+    if ok and nx and tonumber(nx) > now then ok = false; later(tonumber(nx)) end
+    if ok then
+      local r = redis.call('ZRANGE', hk('r', host), 0, 0, 'WITHSCORES')
+      local q = {}
+      if room > 0 then q = redis.call('ZRANGE', hk('q', host), 0, 0, 'WITHSCORES') end
+      local z, line, key = nil, nil, nil
+      if q[2] and (not r[2] or tonumber(q[2]) < tonumber(r[2])) then z, line, key = 'q', q[1], q[2]
+      elseif r[2] then z, line, key = 'r', r[1], r[2] end
+      if not z then
+        ok = false
+      elseif bkey == nil or tonumber(key) < tonumber(bkey) then
+        best, bz, bline, bkey = host, z, line, key
+      end
+    end
+    if not ok then slot[host] = nil end
+  end
+  if best == nil then break end
+  redis.call('ZREM', hk(bz, best), bline)
+  local tok = hold(best, owner, ARGV[4])
+  local nxt = slot[best]
+  if nxt ~= '0' then
+    local cur = redis.call('HGET', hk('h', best), 'next')
+    if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', best), 'next', nxt) end
+    slot[best] = nil
+    later(tonumber(nxt))
+  end
+  in_flight(best, owner, tok, bkey, bline)
+  redis.call('HINCRBY', k('counts'), 'pending', -1)
+  reindex(best)
+  out[#out + 1] = bline
+  out[#out + 1] = tok
+  taken = taken + 1
+  if room > 0 and not is_recheck(bline) then room = room - 1 end
 end
-local nxt = redis.call('HGET', h, 'next')
-if nxt and tonumber(nxt) > now then return {'wait', nxt} end
-local r = redis.call('ZRANGE', hk('r', host), 0, 0, 'WITHSCORES')
-local q = {}
-if ARGV[7] ~= '1' then q = redis.call('ZRANGE', hk('q', host), 0, 0, 'WITHSCORES') end
-local zkey, line, key
-if q[2] and (not r[2] or tonumber(q[2]) < tonumber(r[2])) then
-  zkey, line, key = hk('q', host), q[1], q[2]
-elseif r[2] then
-  zkey, line, key = hk('r', host), r[1], r[2]
-else
-  reindex(host)
-  maybe_release(host, owner)
-  return {'empty'}
-end
-redis.call('ZREM', zkey, line)
-local tok = hold(host, owner, ARGV[6])
-if ARGV[5] ~= '0' and (not nxt or tonumber(ARGV[5]) > tonumber(nxt)) then redis.call('HSET', h, 'next', ARGV[5]) end
-in_flight(host, owner, tok, key, line)
-redis.call('HINCRBY', k('counts'), 'pending', -1)
-reindex(host)
-return {'ok', line, tok}
+local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
+local head = {wait and string.format('%.17g', wait) or '', c[1] or '0', c[2] or '0'}
+for _, x in ipairs(out) do head[#head + 1] = x end
+return head
 """
 
 # a redirect target: ARGV 1 prefix, 2 lifo, 3 host, 4 owner, 5 now, 6 delay, 7 lease ms,
@@ -377,6 +444,10 @@ def _one_line_errors(fn: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+def _time_or_none(raw: bytes) -> float | None:
+    return float(raw) if raw else None
+
+
 def fingerprint(url: str) -> bytes:
     """The URL's 8-byte BLAKE2b: the bytes of ``spider.seen.stable_fingerprint`` (little-endian)."""
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
@@ -422,7 +493,7 @@ class RedisStore:
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
         self._held: set[str] = set()        # hosts this instance took a lease on
         reg = client.register_script
-        self._add_script, self._requeue_script, self._tick = reg(_ADD), reg(_REQUEUE), reg(_TICK)
+        self._add_script, self._requeue_script, self._select = reg(_ADD), reg(_REQUEUE), reg(_SELECT)
         self._claim_script, self._admit, self._settle = reg(_CLAIM), reg(_ADMIT), reg(_SETTLE)
         self._reissue, self._renew = reg(_REISSUE), reg(_RENEW)
 
@@ -508,81 +579,32 @@ class RedisStore:
     @_one_line_errors
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         """Take up to ``limit`` URLs, best key first among hosts that are ready and not another
-        worker's; each is one atomic script that also takes or renews the host's lease."""
-        self._tick(args=[self.prefix, repr(now)])
-        c = self.counts()
-        room = claim_limit(limit, self.max_pages, c)
+        worker's, each with its host's lease. Two round trips: select finds the hosts, then claim
+        takes their URLs (the hosts' delays come from ``delay_for`` in between)."""
+        cap = "" if self.max_pages is None else str(self.max_pages)
+        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who])
+        room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
-        wait: float | None = None
-        skipped: set[str] = set()
-        while len(taken) < limit:
-            host, w = self._next_host(self.key("hosts" if room else "rhosts"), now, skipped)
+        if len(sel) > 4:
+            args: list[Any] = [self.prefix, self._who, repr(now), self.lease_ms, room, limit]
+            for h in sel[4:]:
+                host = h.decode()
+                delay = delay_for(host)
+                # Rounded up to the millisecond, as the file store writes it: politeness never shrinks.
+                args += [host, f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"]
+            got = self._claim_script(args=args)
+            w = _time_or_none(got[0])
             if w is not None:
                 wait = w if wait is None else min(wait, w)
-            if host is None:
-                break
-            delay = delay_for(host)
-            nxt = f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
-            got = self._claim_script(args=[self.prefix, host, self._who, repr(now), nxt, self.lease_ms,
-                                           "0" if room else "1"])
-            status = got[0].decode()
-            if status == "ok":
-                entry = parse_queue_line(got[1].decode("utf-8", "surrogateescape"))
-                self._tokens[entry.url] = got[2].decode()
-                self._held.add(host)
+            pending, in_flight = int(got[1]), int(got[2])
+            for line, token in zip(got[3::2], got[4::2]):
+                entry = parse_queue_line(line.decode("utf-8", "surrogateescape"))
+                self._tokens[entry.url] = token.decode()
+                self._held.add(host_key(entry.url))
                 taken.append(Claim(entry, self.owner))
                 if room and entry.kind != "recheck":
                     room -= 1
-                if delay > 0:
-                    skipped.add(host)
-                    wait = float(nxt) if wait is None else min(wait, float(nxt))
-            else:
-                skipped.add(host)
-                if status == "wait":
-                    t = float(got[1])
-                    wait = t if wait is None else min(wait, t)
-        dw = self._delayed_wait(recheck_only=not room)
-        if dw is not None:
-            wait = dw if wait is None else min(wait, dw)
-        c = self.counts()
-        return ClaimResult(taken, c.pending, c.in_flight, wait, room == 0 and not taken and wait is None)
-
-    def _next_host(self, index: str, now: float, skipped: set[str]) -> tuple[str | None, float | None]:
-        """The first host of the index (best key first) that is ready and not another worker's,
-        and the earliest time of the waiting hosts passed on the way (they join ``skipped``)."""
-        wait: float | None = None
-        start = 0
-        while True:
-            hosts = [h.decode() for h in self.r.zrange(index, start, start + WINDOW - 1)]
-            if not hosts:
-                return None, wait
-            fresh = [h for h in hosts if h not in skipped]
-            pipe = self.r.pipeline(transaction=False)
-            for h in fresh:
-                pipe.hmget(self.host_key("h", h), "next", "lowner")
-            for h, (nxt, lowner) in zip(fresh, pipe.execute() if fresh else []):
-                t = float(nxt) if nxt else 0.0
-                if lowner is not None and lowner.decode() != self._who:
-                    skipped.add(h)   # another worker's host (an expired lease was taken back by tick)
-                elif t > now:
-                    skipped.add(h)
-                    wait = t if wait is None else min(wait, t)
-                else:
-                    return h, wait
-            start += WINDOW
-
-    def _delayed_wait(self, recheck_only: bool) -> float | None:
-        """When the first retry not due yet may go (the later of its time and its host's slot)."""
-        items: list[tuple[str, float]] = []
-        for h, t in self.r.zrange(self.key("dhosts"), 0, WINDOW - 1, withscores=True):
-            host = h.decode()
-            if recheck_only:
-                for m, nb in self.r.zrange(self.host_key("d", host), 0, -1, withscores=True):
-                    if m.endswith(b"\trecheck"):
-                        items.append((host, nb))
-            else:
-                items.append((host, t))
-        return delayed_wait(items, lambda h: self.host_state(h).next_allowed)
+        return ClaimResult(taken, pending, in_flight, wait, room == 0 and not taken and wait is None)
 
     @_one_line_errors
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
