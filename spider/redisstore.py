@@ -128,6 +128,8 @@ local function packed_add(key, fp)
   return true
 end
 local function end_lease(host)
+  local o = redis.call('HGET', hk('h', host), 'lowner')
+  if o and redis.call('HINCRBY', k('held'), o, -1) <= 0 then redis.call('HDEL', k('held'), o) end
   redis.call('HDEL', hk('h', host), 'lowner', 'luntil')
   redis.call('HINCRBY', hk('h', host), 'tok', 1)   -- a later settle under the old token is refused
   redis.call('ZREM', k('leases'), host)
@@ -161,6 +163,7 @@ local function hold(host, owner, ttl)
     tok = redis.call('HGET', h, 'tok')
   else
     tok = tostring(redis.call('HINCRBY', h, 'tok', 1))
+    redis.call('HINCRBY', k('held'), owner, 1)
   end
   local untl = server_ms() + tonumber(ttl)
   redis.call('HSET', h, 'lowner', owner, 'luntil', num(untl))
@@ -224,7 +227,7 @@ return 1
 """
 
 # select, the claim step's first half: ARGV 1 prefix, 2 now, 3 limit, 4 --max-pages ('' none),
-# 5 owner. Takes back expired leases, lets due retries join the index, then walks the index (best
+# 5 owner, 6 most hosts this owner may hold ('' no limit). Takes back expired leases, lets due retries join the index, then walks the index (best
 # key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
@@ -257,6 +260,7 @@ end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local index = room > 0 and k('hosts') or k('rhosts')
+local held = tonumber(redis.call('HGET', k('held'), ARGV[5]) or '0')
 local ready, start = {}, 0
 while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
@@ -265,9 +269,12 @@ while #ready < limit do
     local st = redis.call('HMGET', hk('h', host), 'next', 'lowner')
     if st[2] and st[2] ~= ARGV[5] then
       -- another worker's host (an expired lease was taken back above)
+    elseif not st[2] and ARGV[6] ~= '' and held >= tonumber(ARGV[6]) then
+      -- a free host, but this worker holds its share of hosts already
     elseif st[1] and tonumber(st[1]) > now then
       later(tonumber(st[1]))
     else
+      if not st[2] then held = held + 1 end
       ready[#ready + 1] = host
       if #ready >= limit then break end
     end
@@ -475,11 +482,13 @@ class RedisStore:
 
     ``owner`` is the worker's pid as in the file store; ``machine`` tells machines apart (pids
     repeat across machines), the default being the host name. ``lease`` is a host lease in
-    seconds: a worker that neither claims nor settles on a host for that long loses it."""
+    seconds: a worker that neither claims nor settles on a host for that long loses it.
+    ``max_hosts``, when given, is the most hosts this worker leases at once (its share, so that
+    the hosts spread over all workers)."""
 
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
-                 order: Order | None = None, lease: float = 60.0) -> None:
+                 order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -488,6 +497,7 @@ class RedisStore:
         self.max_per_host = max_per_host
         self.order = order or Order()
         self.lease_ms = max(1, int(lease * 1000))
+        self.max_hosts = max_hosts
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
@@ -582,7 +592,8 @@ class RedisStore:
         worker's, each with its host's lease. Two round trips: select finds the hosts, then claim
         takes their URLs (the hosts' delays come from ``delay_for`` in between)."""
         cap = "" if self.max_pages is None else str(self.max_pages)
-        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who])
+        share = "" if self.max_hosts is None else str(self.max_hosts)
+        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who, share])
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:

@@ -14,6 +14,7 @@ import pytest
 
 from redis_server import redis_server, start_redis  # noqa: F401  (pytest fixtures)
 from spider.records import QueueEntry, crawled_line
+from spider.urls import host_key
 from spider.store import StoreError
 
 A = "http://a.test/"
@@ -170,7 +171,7 @@ WRITER = textwrap.dedent("""
     import sys
     from spider.records import QueueEntry
     from spider.redisstore import RedisStore
-    s = RedisStore.from_url(sys.argv[1], "p", owner=1, machine="m")
+    s = RedisStore.from_url(sys.argv[1], "p", owner=1, machine="m", lease=0.5)
     i = 0
     while True:
         [e] = s.add([QueueEntry(f"http://h{i % 7}.test/{i}")])   # returns once Redis said OK
@@ -186,7 +187,8 @@ WRITER = textwrap.dedent("""
 def test_killing_redis_with_aof_always_loses_nothing_acknowledged(start_redis, tmp_path: Path, fsync: str):  # noqa: F811
     """A writer adds, claims and settles URLs; redis-server is killed with -9 in the middle; after
     a restart every URL the writer was told was added is known, and every settle it was told of is
-    recorded: nothing acknowledged is lost (appendonly yes, appendfsync always)."""
+    recorded: nothing acknowledged is lost (appendonly yes, appendfsync always). Then another
+    worker finishes the crawl: every URL crawled exactly once, the dead writer's claim included."""
     from spider.redisstore import RedisStore
     server = start_redis(appendonly="yes", appendfsync=fsync)
     writer = subprocess.Popen([sys.executable, "-c", WRITER, server.url], stdout=subprocess.PIPE,
@@ -211,12 +213,18 @@ def test_killing_redis_with_aof_always_loses_nothing_acknowledged(start_redis, t
     server.restart()
     s = RedisStore(server.client(), "p", owner=2, machine="m")
     assert all(u in s.seen for u in acked)
-    recorded = [x.split("\t")[0] for x in s.lines("crawled")]
+    recorded = [x.split("\t")[0] for x in s.lines("crawled")]   # (scripts are loaded again by the client)
     assert set(done) <= set(recorded) and len(recorded) == len(set(recorded))
     c = s.refresh()
     assert c.crawled == len(recorded)
     known = c.pending + c.in_flight + c.crawled
     assert len(acked) <= known <= len(acked) + 1   # at most the one add Redis died answering
+    time.sleep(0.7)                                 # the dead writer's lease runs out: its claim comes back
+    while not (r := s.claim(10, 0.0, no_delay)).finished:
+        for claim in r.claims:
+            assert s.settle(claim, "crawled", record=claim.url + "\t200\n")
+    everything = [x.split("\t")[0] for x in s.lines("crawled")]
+    assert len(everything) == len(set(everything)) == known and set(acked) <= set(everything)
 
 
 def test_the_host_budget_refuses_at_entry_and_logs_each_url_once(make):
@@ -248,3 +256,23 @@ def test_a_redis_that_goes_away_is_one_store_error(start_redis):  # noqa: F811
         with pytest.raises(StoreError, match=r"^Redis store 'p': ConnectionError: ") as e:
             verb()
         assert "\n" not in str(e.value)
+
+
+def test_a_worker_takes_no_more_hosts_than_its_share(make):
+    one, two = make(1, max_hosts=2), make(2, max_hosts=2)
+    one.add([QueueEntry(f"http://h{i}.test/{j}") for j in range(2) for i in range(4)])
+    first = {host_key(u) for u in urls(one.claim(10, 0.0, no_delay))}
+    second = {host_key(u) for u in urls(two.claim(10, 0.0, no_delay))}
+    assert len(first) == len(second) == 2 and not first & second
+    assert one.refresh().pending == 0
+
+
+def test_a_redirect_target_on_another_workers_host_is_left_to_it(make):
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(B + "1")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]
+    [b] = two.claim(1, 0.0, no_delay).claims
+    assert two.admit_and_claim(QueueEntry(A + "moved", 0, 0, 0.0, B + "1"), 0.0, 0.0) is None
+    assert A + "moved" in two.seen and two.refresh().pending == 1
+    assert urls(one.claim(5, 0.0, no_delay)) == [A + "moved"]
+    assert crawled(two, b)
