@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from spider.memory import MemoryStore
 from spider.records import QueueEntry, crawled_line, failed_line, is_data, parse_queue_line
 from spider.store import CLAIMS, CRAWLED, QUEUE, REJECTED, FileStore, is_clean, recover, write_signature
+from redis_server import redis_server  # noqa: F401  (a pytest fixture: the Redis store's server)
 
 A = "http://a.test/"
 B = "http://b.test/"
@@ -24,11 +25,21 @@ def one_second(host: str) -> float:
     return 1.0
 
 
-@pytest.fixture(params=["file", "memory"])
+def redis_store(request, **kw):
+    """A RedisStore on the session's redis-server, emptied first (skipped where none can be had)."""
+    from spider.redisstore import RedisStore
+    client = request.getfixturevalue("redis_server").client()
+    client.flushall()
+    return RedisStore(client, "test", **kw)
+
+
+@pytest.fixture(params=["file", "memory", "redis"])
 def make_store(request, tmp_path):
     def make(owner: int = 1, max_pages: int | None = None):
         if request.param == "memory":
             return MemoryStore(owner=owner, max_pages=max_pages)
+        if request.param == "redis":
+            return redis_store(request, owner=owner, max_pages=max_pages)
         return FileStore(tmp_path, owner=owner, max_pages=max_pages).open()
     return make
 
@@ -208,6 +219,8 @@ def test_logs_are_kept(make_store):
     s.log("rejected", "http://x.test/\tscope\t-\n")
     if isinstance(s, MemoryStore):
         assert s.logs["rejected"] == ["http://x.test/\tscope\t-\n"]
+    elif hasattr(s, "lines"):   # RedisStore: a list of the file's lines
+        assert s.lines("rejected") == ["http://x.test/\tscope\t-\n"]
     else:
         assert (s.folder / REJECTED).read_text().splitlines()[-1] == "http://x.test/\tscope\t-"
 
@@ -576,12 +589,14 @@ def test_recovery_of_any_files_never_raises_and_leaves_parseable_files(queue, cr
 from spider.order import Order  # noqa: E402
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "redis"])
 def make_ordered_store(request, tmp_path):
-    """Like ``make_store``, with an ``Order``: each test runs against both stores."""
+    """Like ``make_store``, with an ``Order``: each test runs against every store."""
     def make(order: Order, owner: int = 1):
         if request.param == "memory":
             return MemoryStore(owner=owner, order=order)
+        if request.param == "redis":
+            return redis_store(request, owner=owner, order=order)
         return FileStore(tmp_path, owner=owner, order=order).open()
     return make
 

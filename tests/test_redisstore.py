@@ -1,0 +1,278 @@
+"""What only the Redis store has: host leases and their expiry, fencing tokens, the packed
+deduplication table's size, and durability when redis-server itself is killed. The verbs shared
+with the file and memory stores are proven by the contract suite in test_store.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from redis_server import redis_server, start_redis  # noqa: F401  (pytest fixtures)
+from spider.records import QueueEntry, crawled_line
+from spider.urls import host_key
+from spider.store import StoreError
+
+A = "http://a.test/"
+B = "http://b.test/"
+
+
+def no_delay(host: str) -> float:
+    return 0.0
+
+
+@pytest.fixture
+def make(redis_server):  # noqa: F811
+    from spider.redisstore import RedisStore
+    client = redis_server.client()
+    client.flushall()
+
+    def store(owner: int = 1, **kw) -> RedisStore:
+        return RedisStore(redis_server.client(), "p", owner=owner, machine="m", **kw)
+    return store
+
+
+def crawled(store, claim) -> bool:
+    return store.settle(claim, "crawled", record=crawled_line(claim.url, 200, "text/html", 10, 0, 0))
+
+
+def urls(result) -> list[str]:
+    return [c.url for c in result.claims]
+
+
+def test_a_host_is_claimed_only_by_its_lease_holder(make):
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2"), QueueEntry(B + "1")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]
+    assert urls(two.claim(5, 0.0, no_delay)) == [B + "1"]     # a.test is one's: two takes b.test only
+    assert urls(one.claim(5, 0.0, no_delay)) == [A + "2"]
+    c = one.refresh()
+    assert (c.pending, c.in_flight, c.in_flight_by_owner) == (0, 3, {1: 2, 2: 1})
+
+
+def test_an_expired_lease_gives_its_in_flight_urls_back(make):
+    one, two = make(1, lease=0.2), make(2, lease=30)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]       # then worker one stops answering
+    assert urls(two.claim(5, 0.0, no_delay)) == []               # its lease still runs
+    time.sleep(0.4)
+    got = two.claim(5, 0.0, no_delay)
+    assert sorted(urls(got)) == [A + "1", A + "2"]               # A1 came back to pending
+    c = two.refresh()
+    assert (c.pending, c.in_flight, c.in_flight_by_owner) == (0, 2, {2: 2})
+
+
+def test_a_stale_worker_cannot_settle_over_the_new_owner(make):
+    """Worker one is paused past its lease (SIGSTOP, a long GC); two takes the host and the URL.
+    One wakes up and settles: refused, nothing recorded; two's settle is the only record."""
+    one, two = make(1, lease=0.2), make(2, lease=30)
+    one.add([QueueEntry(A + "1")])
+    [stale] = one.claim(1, 0.0, no_delay).claims
+    time.sleep(0.4)
+    [fresh] = two.claim(1, 0.0, no_delay).claims
+    assert fresh.url == stale.url
+    assert crawled(one, stale) is False
+    assert one.lines("crawled") == [] and one.refresh().crawled == 0
+    assert crawled(two, fresh) is True
+    c = two.refresh()
+    assert (c.crawled, c.in_flight, c.pending) == (1, 0, 0)
+    assert len(two.lines("crawled")) == 1
+
+
+def test_the_fencing_token_refuses_a_settle_from_an_earlier_lease(make):
+    """The same worker id holds the URL again under a newer lease (a restarted worker with the
+    same pid): a settle naming the old token is refused, the new claim stays in flight."""
+    old, again = make(1, lease=0.2), make(1, lease=30)
+    old.add([QueueEntry(A + "1")])
+    [stale] = old.claim(1, 0.0, no_delay).claims
+    time.sleep(0.4)
+    [fresh] = again.claim(1, 0.0, no_delay).claims           # the tick took the expired lease back
+    assert old._tokens[stale.url] != again._tokens[fresh.url]
+    assert crawled(old, stale) is False
+    assert again.refresh().in_flight == 1
+    assert crawled(again, fresh) is True and again.refresh().crawled == 1
+
+
+def test_a_host_with_nothing_left_is_let_go(make, redis_server):  # noqa: F811
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1")])
+    [c] = one.claim(5, 0.0, no_delay).claims
+    two.add([QueueEntry(A + "2")])
+    assert urls(two.claim(5, 0.0, no_delay)) == []               # one holds a.test
+    assert crawled(one, c)
+    [c] = one.claim(5, 0.0, no_delay).claims                    # still one's: it had work left
+    assert c.url == A + "2"
+    assert crawled(one, c)                                      # a.test has run dry: let go
+    assert redis_server.client().hget("p:h:{a.test}", "lowner") is None
+    two.add([QueueEntry(A + "3")])
+    assert urls(two.claim(5, 0.0, no_delay)) == [A + "3"]
+
+
+def test_reissue_ends_the_dead_workers_leases(make):
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    one.claim(1, 0.0, no_delay)
+    assert urls(two.claim(5, 0.0, no_delay)) == []
+    assert two.reissue(1) == 1                                  # the parent saw worker 1 die
+    assert urls(two.claim(5, 0.0, no_delay)) == [A + "1", A + "2"]
+
+
+def test_workers_never_claim_the_same_url(make):
+    """Three workers claim, crawl and release in turns: no URL is ever held by two at once,
+    and each is crawled exactly once."""
+    stores = [make(i) for i in range(1, 4)]
+    want = [f"http://h{i % 5}.test/{i}" for i in range(60)]
+    stores[0].add([QueueEntry(u, i % 3) for i, u in enumerate(want)])
+    held: list[list] = [[], [], []]
+    for turn in range(1000):
+        k = turn % 3
+        s = stores[k]
+        if held[k]:
+            c = held[k].pop(0)
+            assert crawled(s, c) if turn % 5 else s.settle(c, "released", requeue=c.entry)
+        got = s.claim(1 + turn % 2, 0.0, no_delay)
+        holding = {c.url for h in held for c in h}
+        assert not holding & set(urls(got))
+        held[k] += got.claims
+        if got.finished:
+            break
+    assert sorted(x.split("\t")[0] for x in stores[0].lines("crawled")) == sorted(want)
+    assert stores[0].refresh().crawled == 60
+
+
+def test_deduplication_costs_at_most_16_bytes_a_url(make, redis_server):  # noqa: F811
+    """Fingerprints packed 8 bytes each into 4,096 strings, not one Redis key per URL."""
+    s = make()
+    n = 100_000
+    s.add(QueueEntry(f"http://h{i % 50}.test/page/{i}") for i in range(n))
+    client = redis_server.client()
+    keys = list(client.scan_iter(match="p:seen:*", count=1000))
+    assert len(keys) <= 4096
+    total = sum(client.memory_usage(k, samples=0) for k in keys)
+    assert total <= 16 * n + 64 * 1024, total / n
+    assert f"http://h7.test/page/7" in s.seen and "http://h7.test/page/x" not in s.seen
+    assert s.add([QueueEntry("http://h3.test/page/3")]) == []
+
+
+def test_an_unreachable_redis_is_one_clear_error():
+    pytest.importorskip("redis")
+    from spider.redisstore import RedisStore
+    with pytest.raises(StoreError, match=r"^cannot use Redis at redis://127\.0\.0\.1:1/0: "):
+        RedisStore.from_url("redis://127.0.0.1:1/0", "p")
+    with pytest.raises(StoreError, match="cannot use Redis at nonsense://x"):
+        RedisStore.from_url("nonsense://x", "p")
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from spider.records import QueueEntry
+    from spider.redisstore import RedisStore
+    s = RedisStore.from_url(sys.argv[1], "p", owner=1, machine="m", lease=0.5)
+    i = 0
+    while True:
+        [e] = s.add([QueueEntry(f"http://h{i % 7}.test/{i}")])   # returns once Redis said OK
+        print(e.url, flush=True)
+        [c] = s.claim(1, 0.0, lambda h: 0.0).claims
+        s.settle(c, "crawled", record=c.url + "\\t200\\n")
+        print("done", c.url, flush=True)
+        i += 1
+""")
+
+
+@pytest.mark.parametrize("fsync", ["always"])
+def test_killing_redis_with_aof_always_loses_nothing_acknowledged(start_redis, tmp_path: Path, fsync: str):  # noqa: F811
+    """A writer adds, claims and settles URLs; redis-server is killed with -9 in the middle; after
+    a restart every URL the writer was told was added is known, and every settle it was told of is
+    recorded: nothing acknowledged is lost (appendonly yes, appendfsync always). Then another
+    worker finishes the crawl: every URL crawled exactly once, the dead writer's claim included."""
+    from spider.redisstore import RedisStore
+    server = start_redis(appendonly="yes", appendfsync=fsync)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, server.url], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, cwd=Path(__file__).parent.parent)
+    acked, done = [], []
+    assert writer.stdout is not None
+    for line in writer.stdout:
+        if line.startswith("done "):
+            done.append(line.split()[1])
+        else:
+            acked.append(line.strip())
+        if len(done) >= 300:
+            break
+    server.kill()
+    rest = writer.stdout.read()   # what it printed before it saw Redis go
+    writer.wait(30)
+    for line in rest.splitlines():
+        if line.startswith("done "):
+            done.append(line.split()[1])
+        elif line.startswith("http"):
+            acked.append(line.strip())
+    server.restart()
+    s = RedisStore(server.client(), "p", owner=2, machine="m")
+    assert all(u in s.seen for u in acked)
+    recorded = [x.split("\t")[0] for x in s.lines("crawled")]   # (scripts are loaded again by the client)
+    assert set(done) <= set(recorded) and len(recorded) == len(set(recorded))
+    c = s.refresh()
+    assert c.crawled == len(recorded)
+    known = c.pending + c.in_flight + c.crawled
+    assert len(acked) <= known <= len(acked) + 1   # at most the one add Redis died answering
+    time.sleep(0.7)                                 # the dead writer's lease runs out: its claim comes back
+    while not (r := s.claim(10, 0.0, no_delay)).finished:
+        for claim in r.claims:
+            assert s.settle(claim, "crawled", record=claim.url + "\t200\n")
+    everything = [x.split("\t")[0] for x in s.lines("crawled")]
+    assert len(everything) == len(set(everything)) == known and set(acked) <= set(everything)
+
+
+def test_the_host_budget_refuses_at_entry_and_logs_each_url_once(make):
+    s = make(max_per_host=2)
+    got = s.add([QueueEntry(A + str(i), 0, 0, 0.0, A) for i in range(4)] + [QueueEntry(B + "1")])
+    assert [e.url for e in got] == [A + "0", A + "1", B + "1"]
+    assert s.add([QueueEntry(A + "3", 0, 0, 0.0, A)]) == []
+    assert s.lines("rejected") == [f"{A}2\thost budget\t{A}\n", f"{A}3\thost budget\t{A}\n"]
+    assert A + "3" not in s.seen and s.refresh().pending == 3
+
+
+def test_a_clean_stop_lets_its_hosts_go_at_once(make):
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    one.claim(1, 0.0, no_delay)
+    assert urls(two.claim(5, 0.0, no_delay)) == []
+    assert one.close() == 1                                     # A1 was still in flight
+    assert urls(two.claim(5, 0.0, no_delay)) == [A + "1", A + "2"]
+
+
+def test_a_redis_that_goes_away_is_one_store_error(start_redis):  # noqa: F811
+    from spider.redisstore import RedisStore
+    server = start_redis()
+    s = RedisStore.from_url(server.url, "p", owner=1, machine="m")
+    s.add([QueueEntry(A + "1")])
+    server.kill()
+    for verb in (lambda: s.claim(1, 0.0, no_delay), lambda: s.add([QueueEntry(A + "2")]),
+                 lambda: A + "1" in s.seen, s.refresh):
+        with pytest.raises(StoreError, match=r"^Redis store 'p': ConnectionError: ") as e:
+            verb()
+        assert "\n" not in str(e.value)
+
+
+def test_a_worker_takes_no_more_hosts_than_its_share(make):
+    one, two = make(1, max_hosts=2), make(2, max_hosts=2)
+    one.add([QueueEntry(f"http://h{i}.test/{j}") for j in range(2) for i in range(4)])
+    first = {host_key(u) for u in urls(one.claim(10, 0.0, no_delay))}
+    second = {host_key(u) for u in urls(two.claim(10, 0.0, no_delay))}
+    assert len(first) == len(second) == 2 and not first & second
+    assert one.refresh().pending == 0
+
+
+def test_a_redirect_target_on_another_workers_host_is_left_to_it(make):
+    one, two = make(1), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(B + "1")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]
+    [b] = two.claim(1, 0.0, no_delay).claims
+    assert two.admit_and_claim(QueueEntry(A + "moved", 0, 0, 0.0, B + "1"), 0.0, 0.0) is None
+    assert A + "moved" in two.seen and two.refresh().pending == 1
+    assert urls(one.claim(5, 0.0, no_delay)) == [A + "moved"]
+    assert crawled(two, b)
