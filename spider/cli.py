@@ -19,7 +19,7 @@ from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from . import safefs
-from .store import StoreError
+from .frontier.contract import StoreError
 from .urls import normalize
 
 projects_dir_option = click.option(
@@ -231,7 +231,7 @@ def export(name: str, fmt: str, output: Path | None, projects_dir: Path) -> None
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         else:
             import io
-            from .store import atomic_write
+            from .safefs import atomic_write
             buf = io.StringIO()
             n = write_export(folder, fmt, buf, skipped)
             atomic_write(output, buf.getvalue())

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import __version__
+from .order import Order
+from .safefs import atomic_write
+from .traps import TrapRules
+from .urls import normalize
 
 SETTINGS = "settings.txt"
 DEFAULT_USER_AGENT = f"spider/{__version__} (plain-text web crawler)"
@@ -120,7 +124,6 @@ def load(folder: Path) -> dict[str, Any]:
 
 
 def save(folder: Path, config: CrawlConfig) -> None:
-    from .store import atomic_write   # the one place that rewrites files
 
     lines = ["# spider settings for this project: edit while no crawl runs, or pass options on resume\n"]
     for name, value in asdict(config).items():
@@ -184,7 +187,6 @@ def check(cfg: CrawlConfig) -> None:
         raise ValueError("recrawl_min must be positive and not above recrawl_max")
     if cfg.max_delay < cfg.delay:
         raise ValueError(f"--max-delay ({cfg.max_delay:g}) must not be below --delay ({cfg.delay:g})")
-    from .urls import normalize
     for seed in cfg.seeds:
         try:
             if normalize(seed) != seed:
@@ -196,8 +198,6 @@ def check(cfg: CrawlConfig) -> None:
             re.compile(pattern)
         except re.error as e:
             raise ValueError(f"bad regular expression {pattern!r}: {e}") from None
-    from .order import Order
-    from .traps import TrapRules
     Order(cfg.order, cfg.prefer, cfg.defer)
     TrapRules.from_settings(cfg.traps, not cfg.no_traps)
 

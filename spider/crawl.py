@@ -33,7 +33,10 @@ from . import recrawl, safefs
 from .order import Order
 from .scope import Admission
 from .stats import STATS_EVERY, StatsRecorder
-from .store import FileStore, Repair, StoreError, atomic_write, is_clean, recover, tidy, write_signature
+from .frontier.contract import StoreError
+from .frontier.files import FileStore
+from .frontier.recovery import Repair, is_clean, recover, tidy, write_signature
+from .safefs import atomic_write
 from .urls import host_key
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
@@ -172,7 +175,7 @@ class Crawl:
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
         if not store.from_view:
-            store.save_view()   # the fold at the end carries it forward (spider/view.py)
+            store.save_view()   # the fold at the end carries it forward (spider/frontier/view.py)
         return store
 
     def _run(self) -> int:

@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
 from .recrawl import BODY_FIELDS
-from .seen import SeenSet
+from .frontier.seen import SeenSet
 
 FIELDS = ("url", "final_url", "status", "content_type", "bytes", "depth", "fetched_at", "title",
           "content_hash", "canonical", "outlinks", "state")

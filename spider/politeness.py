@@ -30,7 +30,7 @@ from .policy import FetchFailure
 if TYPE_CHECKING:   # types only: store and fetch import this module
     from .config import CrawlConfig
     from .fetch import Response
-    from .store import Store
+    from .frontier.contract import Store
 
 MAX_RETRY_AFTER = 3600.0
 PARK_AFTER = 10

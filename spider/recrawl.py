@@ -31,7 +31,8 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from .records import MAX_TITLE, clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
-from .seen import SeenSet
+from .frontier.seen import SeenSet
+from .safefs import append_text, atomic_write
 
 SCHEDULE, CHECKS, REMOVED, LASTMOD = "schedule.txt", "checks.txt", "removed.txt", "lastmod.txt"
 SCHEDULE_HEADER = ("# url\tetag\tlast_modified\tinterval_s\tdue_unix\tchecks\tchanges\tchecked_at"
@@ -280,7 +281,6 @@ def open_round(folder: Path, now: float) -> float:
     """The start of the current round of checks of every page (``recrawl --all``, a discovery
     run): the one a killed run left open, or a new one from ``now``. A rerun of the same command
     then checks only what the round has not checked yet."""
-    from .store import atomic_write
     path = Path(folder) / ROUND
     try:
         return float(path.read_text(encoding="utf-8").split("\n")[1].split()[1])
@@ -305,7 +305,6 @@ def close_round(folder: Path) -> None:
 
 def compact_schedule(folder: Path) -> None:
     """Rewrite schedule.txt with one line per URL (its latest), atomically."""
-    from .store import atomic_write
 
     path = Path(folder) / SCHEDULE
     if not path.exists():
@@ -354,7 +353,6 @@ def mark_inactive(folder: Path, seeds: tuple[str, ...], now: float) -> list[str]
     """After a completed recrawl: a crawled page that no live page links to (seeds and sitemap
     entries aside) has one more miss in unlinked.txt; at INACTIVE_AFTER misses in a row it is
     recorded in removed.txt as ``inactive``. Returns the URLs marked now."""
-    from .store import append_text, atomic_write
 
     folder = Path(folder)
     gone, listed = removed_urls(folder), listed_urls(folder)

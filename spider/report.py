@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from .census import Sample, top_patterns, trap_alarm
 from .records import data_fields
 from .stats import STATS_EVERY, StatsRow, read_stats
-from .store import FileStore, atomic_write
+from .frontier.files import FileStore
+from .safefs import atomic_write
 
 STATS = "stats.txt"
 DUPLICATES = "duplicates.txt"

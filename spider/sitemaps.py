@@ -46,8 +46,9 @@ from .records import QueueEntry, clean, rejected_line, utc_stamp
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
 from .scope import MAX_URL_LENGTH, Admission, Scope
-from .seen import SeenSet
-from .store import Store, StoreError, append_text
+from .frontier.seen import SeenSet
+from .frontier.contract import Store, StoreError
+from .safefs import append_text
 from .urls import host_key, normalize, resolve
 
 LASTMOD = "lastmod.txt"

@@ -28,8 +28,8 @@ from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDIN
 from .robots import from_fetch as robots_from_fetch
 from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, utc_stamp
 from .scope import Admission
-from .seen import SeenSet
-from .store import Claim, Store, StoreError
+from .frontier.seen import SeenSet
+from .frontier.contract import Claim, Store, StoreError
 from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5

@@ -34,7 +34,8 @@ from typing import Iterator
 
 from .census import Sample, pattern, trap_alarm
 from .records import is_data, utc_stamp
-from .view import identity
+from .safefs import append_text, atomic_write
+from .frontier.view import identity
 
 STATS = "stats.txt"
 STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
@@ -184,7 +185,6 @@ class StatsRecorder:
     def save_census(self) -> None:
         """After the fold at a clean stop: save the census of the new queue.txt (its pending
         lines are the ones the census counts), so the next run need not read the queue for it."""
-        from .store import atomic_write
 
         me = identity(self.folder / "queue.txt")
         if me is None or self._every is None:
@@ -233,7 +233,6 @@ class StatsRecorder:
                 f"{discovered}\t{self.duplicates}\t{self.bytes}\t{top_pattern}\t{top_pending}\t{rejected}\t"
                 f"{self.seen_again}\n")
         path = self.folder / STATS
-        from .store import append_text
         if not path.exists():
             append_text(path, STATS_HEADER)
         append_text(path, line)

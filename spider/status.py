@@ -16,7 +16,8 @@ from .robots import RobotsCache, product_token
 from .records import data_fields, first_field, is_redirect_hop
 from .census import top_patterns
 from .stats import alarm_from_rows, discovery_ratio, read_stats
-from .store import CRAWLED, DUPLICATES, FAILED, REJECTED, SIGNATURE, FileStore
+from .frontier.files import CRAWLED, DUPLICATES, FAILED, REJECTED, FileStore
+from .frontier.recovery import SIGNATURE
 from .urls import host_key
 
 TOP_HOSTS = 10

@@ -31,7 +31,7 @@ import pytest
 from sitekit import TestSite, tree_links
 from spider.config import CrawlConfig
 from spider.crawl import budget_lines
-from spider.memory import MemoryStore
+from spider.frontier.memory import MemoryStore
 from spider.politeness import PARK_FOR, HostState, parse_host_line
 from spider.records import QueueEntry, is_data, parse_queue_line
 from spider.robots import load as load_robots

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from spider import recrawl
 from spider.records import QueueEntry, is_data
-from spider.store import recover
+from spider.frontier.recovery import recover
 from sitekit import RequestInfo, TestSite
 
 MAIN = str(Path(__file__).resolve().parent.parent / "main.py")

@@ -34,12 +34,14 @@ import pytest
 from sitekit import TestSite
 from conftest import FakeClock, run_until_done as run
 from spider.config import CrawlConfig
-from spider.memory import MemoryStore
+from spider.frontier.memory import MemoryStore
 from spider.records import QueueEntry, crawled_line, is_data, parse_queue_line
 from spider.robots import MAX_BODY as ROBOTS_MAX_BODY, cache_name
 from spider.scope import MAX_URL_LENGTH
 from spider.spider import Spider
-from spider.store import CRAWLED, QUEUE, REJECTED, FileStore, StoreError, recover
+from spider.frontier.contract import StoreError
+from spider.frontier.files import CRAWLED, QUEUE, REJECTED, FileStore
+from spider.frontier.recovery import recover
 from spider.urls import host_key, normalize
 
 MAIN = str(Path(__file__).resolve().parent.parent / "main.py")

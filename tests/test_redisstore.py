@@ -15,7 +15,7 @@ import pytest
 from redis_server import redis_server, start_redis  # noqa: F401  (pytest fixtures)
 from spider.records import QueueEntry, crawled_line
 from spider.urls import host_key
-from spider.store import StoreError
+from spider.frontier.contract import StoreError
 
 A = "http://a.test/"
 B = "http://b.test/"
@@ -27,7 +27,7 @@ def no_delay(host: str) -> float:
 
 @pytest.fixture
 def make(redis_server):  # noqa: F811
-    from spider.redisstore import RedisStore
+    from spider.frontier.redisstore import RedisStore
     client = redis_server.client()
     client.flushall()
 
@@ -160,7 +160,7 @@ def test_deduplication_costs_at_most_16_bytes_a_url(make, redis_server):  # noqa
 
 def test_an_unreachable_redis_is_one_clear_error():
     pytest.importorskip("redis")
-    from spider.redisstore import RedisStore
+    from spider.frontier.redisstore import RedisStore
     with pytest.raises(StoreError, match=r"^cannot use Redis at redis://127\.0\.0\.1:1/0: "):
         RedisStore.from_url("redis://127.0.0.1:1/0", "p")
     with pytest.raises(StoreError, match="cannot use Redis at nonsense://x"):
@@ -170,7 +170,7 @@ def test_an_unreachable_redis_is_one_clear_error():
 WRITER = textwrap.dedent("""
     import sys
     from spider.records import QueueEntry
-    from spider.redisstore import RedisStore
+    from spider.frontier.redisstore import RedisStore
     s = RedisStore.from_url(sys.argv[1], "p", owner=1, machine="m", lease=0.5)
     i = 0
     while True:
@@ -189,7 +189,7 @@ def test_killing_redis_with_aof_always_loses_nothing_acknowledged(start_redis, t
     a restart every URL the writer was told was added is known, and every settle it was told of is
     recorded: nothing acknowledged is lost (appendonly yes, appendfsync always). Then another
     worker finishes the crawl: every URL crawled exactly once, the dead writer's claim included."""
-    from spider.redisstore import RedisStore
+    from spider.frontier.redisstore import RedisStore
     server = start_redis(appendonly="yes", appendfsync=fsync)
     writer = subprocess.Popen([sys.executable, "-c", WRITER, server.url], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True, cwd=Path(__file__).parent.parent)
@@ -246,7 +246,7 @@ def test_a_clean_stop_lets_its_hosts_go_at_once(make):
 
 
 def test_a_redis_that_goes_away_is_one_store_error(start_redis):  # noqa: F811
-    from spider.redisstore import RedisStore
+    from spider.frontier.redisstore import RedisStore
     server = start_redis()
     s = RedisStore.from_url(server.url, "p", owner=1, machine="m")
     s.add([QueueEntry(A + "1")])

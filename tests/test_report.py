@@ -359,7 +359,7 @@ def test_status_top_lists_say_how_many_kinds_were_left_out() -> None:
 def test_pending_leaves_out_what_a_killed_crawl_had_claimed(tmp_path: Path) -> None:
     """queue.txt still holds the lines a killed crawl took; claims.txt says which (as status reads it)."""
     from spider.records import QueueEntry, crawled_line
-    from spider.store import FileStore
+    from spider.frontier.files import FileStore
 
     store = FileStore(tmp_path, owner=1).open()
     store.add(QueueEntry(f"https://a.test/{i}") for i in range(5))
@@ -371,7 +371,7 @@ def test_pending_leaves_out_what_a_killed_crawl_had_claimed(tmp_path: Path) -> N
 
 
 def test_an_unreadable_state_file_is_an_error_not_zeros(tmp_path: Path) -> None:
-    from spider.store import StoreError
+    from spider.frontier.contract import StoreError
 
     write_project(tmp_path / "site")
     (tmp_path / "site" / "crawled.txt").unlink()
@@ -385,7 +385,7 @@ def test_status_says_claims_of_a_stopped_crawl_are_not_in_flight(tmp_path: Path)
     from spider.crawl import RUNNING
     from spider.records import QueueEntry
     from spider.status import report as status_report
-    from spider.store import FileStore
+    from spider.frontier.files import FileStore
 
     settings.save(tmp_path, settings.CrawlConfig(seeds=("https://a.test/",)))
     store = FileStore(tmp_path, owner=1).open()
@@ -403,7 +403,7 @@ def test_status_shows_a_held_host_beyond_the_top_ten(tmp_path: Path) -> None:
     from spider import config as settings
     from spider.records import QueueEntry
     from spider.status import report as status_report
-    from spider.store import FileStore
+    from spider.frontier.files import FileStore
 
     settings.save(tmp_path, settings.CrawlConfig(seeds=("https://h0.test/",)))
     store = FileStore(tmp_path, owner=1).open()

@@ -20,7 +20,8 @@ from sitekit import TestSite
 from test_hostile import assert_state_files_parse, cli, crawl, one_error, urls_in
 from spider import safefs
 from spider.robots import RobotsCache, Rules
-from spider.store import FileStore, StoreError
+from spider.frontier.contract import StoreError
+from spider.frontier.files import FileStore
 
 PAGES = 30
 

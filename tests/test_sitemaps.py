@@ -15,13 +15,13 @@ from conftest import FakeClock
 from sitekit import TestSite, _gzip_bomb_parts
 from spider.config import CrawlConfig
 from spider.fetch import Fetcher
-from spider.memory import MemoryStore
+from spider.frontier.memory import MemoryStore
 from spider.records import QueueEntry, is_data
 from spider.sitemaps import (Entry, Limits, SeedReport, entry_verdict, origin, parse_sitemap,
                              root_sitemaps, seed_from_sitemaps)
 from spider.robots import from_fetch
 from spider.scope import Admission
-from spider.store import FileStore
+from spider.frontier.files import FileStore
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spider.memory import MemoryStore
+from spider.frontier.memory import MemoryStore
 from spider.records import QueueEntry, crawled_line, failed_line, is_data, parse_queue_line
-from spider.store import CLAIMS, CRAWLED, QUEUE, REJECTED, FileStore, is_clean, recover, write_signature
+from spider.frontier.files import CLAIMS, CRAWLED, QUEUE, REJECTED, FileStore
+from spider.frontier.recovery import is_clean, recover, write_signature
 from redis_server import redis_server  # noqa: F401  (a pytest fixture: the Redis store's server)
 
 A = "http://a.test/"
@@ -27,7 +28,7 @@ def one_second(host: str) -> float:
 
 def redis_store(request, **kw):
     """A RedisStore on the session's redis-server, emptied first (skipped where none can be had)."""
-    from spider.redisstore import RedisStore
+    from spider.frontier.redisstore import RedisStore
     client = request.getfixturevalue("redis_server").client()
     client.flushall()
     return RedisStore(client, "test", **kw)
@@ -493,7 +494,7 @@ def test_reading_the_queue_keeps_exact_offsets_whatever_the_bytes(tmp_path: Path
     """The queue is read in chunks, decoded whole when ASCII and line by line otherwise: every
     line must still be claimed whole, once, at its own offset (small chunks force lines across
     chunk ends and a line longer than a chunk)."""
-    import spider.store as store_module
+    import spider.frontier.files as store_module
     monkeypatch.setattr(store_module, "READ_CHUNK", chunk)
     lines = [A + "1\t0\t0\t0\t-", "# a comment", "", A + "caf%C3%A9\t0\t0\t0\thttp://a.test/\xe9t\xe9",
              B + "x" * 300 + "\t0\t0\t0\t-", "  ", A + "2\r", B + "3\t1\t0\t0\t-"]
@@ -512,7 +513,7 @@ def test_reading_the_queue_keeps_exact_offsets_whatever_the_bytes(tmp_path: Path
 def test_a_watcher_counts_and_folds_the_queue_like_a_worker(tmp_path: Path, monkeypatch, chunk: int):
     """The parent and ``status`` only count queue lines (in C, over whole chunks): blank lines,
     comments and lines of whitespace must be told from data lines exactly as a worker does."""
-    import spider.store as store_module
+    import spider.frontier.files as store_module
     monkeypatch.setattr(store_module, "READ_CHUNK", chunk)
     text = ("# header\n\n" + A + "1\t0\t0\t0\t-\n   \n  # indented comment\n  " + A + "2\n"
             "\x1c\n\r\n" + B + "1\t0\t0\t0\t-\n#\n\n\n" + A + "3\n \x0b\x0c\n")

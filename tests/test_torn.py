@@ -25,7 +25,9 @@ import pytest
 from sitekit import TestSite
 from spider.politeness import parse_host_line
 from spider.records import QueueEntry, clean, crawled_line, is_data, parse_queue_line
-from spider.store import FileStore, append_text, recover
+from spider.frontier.files import FileStore
+from spider.frontier.recovery import recover
+from spider.safefs import append_text
 
 MAIN = str(Path(__file__).resolve().parent.parent / "main.py")
 NAME = "t"
@@ -423,7 +425,8 @@ def test_page_recorded_by_a_dead_worker_is_counted(tmp_path):
 def test_a_cut_line_of_hashes_txt_is_not_taken_for_a_first_page(tmp_path):
     """Power loss cut hashes.txt inside a hash: the next start ends the line, and a page with that
     text is the first of its text, not a copy of a URL that is not there."""
-    from spider.store import FileStore, tidy
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import tidy
 
     h = "0123456789abcdef0123456789abcdef"
     (tmp_path / "hashes.txt").write_text("# text_hash\tfirst_url\n" + h[:20])

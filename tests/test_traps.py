@@ -12,7 +12,7 @@ import pytest
 from spider.census import Sample, pattern, top_patterns, trap_alarm
 from spider.records import QueueEntry, crawled_line, duplicate_line, rejected_line
 from spider.stats import STATS, StatsRow, discovery_ratio, parse_stats_line, read_stats, StatsRecorder
-from spider.store import FileStore
+from spider.frontier.files import FileStore
 from spider.traps import PRESENTATION_PARAMS, RULES, SESSION_IDS, TrapRules
 
 TODAY = datetime.date(2026, 6, 15)

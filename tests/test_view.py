@@ -1,4 +1,4 @@
-"""The saved frontier view (spider/view.py): a resume that loads it must see exactly what a resume
+"""The saved frontier view (spider/frontier/view.py): a resume that loads it must see exactly what a resume
 that reads the files sees (but for URLs refused after their claim, which it still knows), and a
 view that no longer matches the files must never be used."""
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spider import view as views
+from spider.frontier import view as views
 from spider.order import Order
 from spider.records import QueueEntry, crawled_line, failed_line
-from spider.seen import SeenSet, stable_fingerprint
+from spider.frontier.seen import SeenSet, stable_fingerprint
 from spider.stats import CENSUS, StatsRecorder
-from spider.store import CLAIMS, CRAWLED, QUEUE, VIEW, FileStore
+from spider.frontier.files import CLAIMS, CRAWLED, QUEUE, VIEW, FileStore
 
 HOSTS = ["http://a.test/", "http://b.test/", "https://c.test:8443/", "http://d.test/"]
 
@@ -244,7 +244,7 @@ def test_translate_moves_kept_offsets_and_drops_the_rest(items, cuts):
 
 def test_the_stable_fingerprint_is_the_same_in_another_interpreter():
     urls = ["http://a.test/", "https://b.test:8443/x?y=1", "http://c.test/caf%C3%A9"]
-    code = ("import sys; from spider.seen import stable_fingerprint as f; "
+    code = ("import sys; from spider.frontier.seen import stable_fingerprint as f; "
             "print(*[f(u) for u in sys.argv[1:]])")
     out = subprocess.run([sys.executable, "-c", code, *urls], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONHASHSEED="12345")).stdout.split()

@@ -14,7 +14,7 @@ import pytest
 from sitekit import TestSite, tree_links
 from spider.config import CrawlConfig
 from spider.links import Link
-from spider.memory import MemoryStore
+from spider.frontier.memory import MemoryStore
 from spider.records import QueueEntry, first_field
 from conftest import FakeClock, run_until_done as run
 from spider.spider import LinkReport, Spider

@@ -7,7 +7,7 @@ in an ``array('q')``, so a million known URLs cost about 16 MB per process inste
 The fingerprint is Python's own ``hash(str)`` (SipHash, cached on the string object): randomised
 per interpreter, which is fine for a table that never leaves the process that filled it (forked
 children inherit both the table and the hash secret). A table that is saved to disk and loaded by a
-later run (the store's frontier view, ``spider/view.py``) is made with ``stable=True``: 64 bits of
+later run (the store's frontier view, ``spider/frontier/view.py``) is made with ``stable=True``: 64 bits of
 BLAKE2b, the same in every process, at ~0.4 µs more per lookup. Two URLs sharing a 64-bit
 fingerprint is a ~1e-8 event at a million URLs; the cost would be one URL wrongly treated as
 already seen.

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from .politeness import HostState
-from .records import QueueEntry, is_redirect_hop, rejected_line
-from .order import Frontier, Order
-from .store import Claim, ClaimResult, Counts, claim_limit, delayed_wait
-from .urls import host_key
+from ..politeness import HostState
+from ..records import QueueEntry, is_redirect_hop, rejected_line
+from ..order import Frontier, Order
+from .contract import Claim, ClaimResult, Counts, claim_limit, delayed_wait
+from ..urls import host_key
 
 
 class MemoryStore:

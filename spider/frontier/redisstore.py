@@ -44,11 +44,11 @@ try:
 except ImportError:   # an optional extra: pip install -e ".[redis]"
     redis = None  # type: ignore[assignment]
 
-from .order import Order
-from .politeness import HostState
-from .records import QueueEntry, parse_queue_line, rejected_line
-from .store import Claim, ClaimResult, Counts, StoreError
-from .urls import host_key
+from ..order import Order
+from ..politeness import HostState
+from ..records import QueueEntry, parse_queue_line, rejected_line
+from .contract import Claim, ClaimResult, Counts, StoreError
+from ..urls import host_key
 
 KEY_SCALE = 1 << 36          # seq below 2**36, |score| below 2**16: the key stays an exact double
 SCORE_LIMIT = (1 << 16) - 1
