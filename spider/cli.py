@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +16,7 @@ import click
 from . import __version__
 from . import config as settings
 from .config import SCOPES, CrawlConfig
-from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError
+from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError, check_state_files
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from .store import StoreError
@@ -42,6 +43,10 @@ def project_folder(projects_dir: Path, name: str) -> Path:
         raise click.ClickException(f"{folder} is a symbolic link; refusing to follow it out of {projects_dir}")
     if folder.exists() and not folder.is_dir():
         raise click.ClickException(f"{folder} exists and is not a folder")
+    try:   # before any command reads them: a FIFO in place of a state file hung it for ever
+        check_state_files(folder)
+    except CrawlError as e:
+        raise click.ClickException(str(e)) from None
     return folder
 
 
@@ -74,7 +79,11 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            click.echo("\ninterrupted; run the same command again to resume", err=True)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C: the same one line, no traceback
+            try:
+                click.echo("\ninterrupted; run the same command again to resume", err=True)
+            except OSError:   # nobody reads standard error any more
+                pass
             ctx.exit(EXIT_INTERRUPTED)
 
 
