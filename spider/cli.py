@@ -16,7 +16,7 @@ import click
 from . import __version__
 from . import config as settings
 from .config import SCOPES, CrawlConfig
-from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError, check_state_files
+from .crawl import EXIT_INTERRUPTED, LOCK, Crawl, CrawlError, check_state_files
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from .store import StoreError
@@ -335,14 +335,7 @@ def demo(workers: int, projects_dir: Path) -> None:
     from .demo import serve
 
     folder = project_folder(projects_dir, "demo")
-    if folder.exists():
-        try:
-            is_demo = settings.load(folder).get("demo", False)
-        except (OSError, ValueError):
-            is_demo = False
-        if not is_demo:
-            raise click.ClickException(f"{folder} exists and is not a demo crawl; move it away first")
-        shutil.rmtree(folder)
+    _clear_demo(folder)
     server, url = serve()
     click.echo(f"serving the demo site at {url}", err=True)
     config = CrawlConfig(seeds=(normalize(url),), workers=workers, delay=0.05, max_depth=10, demo=True)
@@ -353,6 +346,43 @@ def demo(workers: int, projects_dir: Path) -> None:
             f"try: python main.py status demo{more}", err=True))
     finally:
         server.shutdown()
+
+
+def _clear_demo(folder: Path) -> None:
+    """Empty the demo's folder for a fresh crawl, under the folder's crawl.lock: a second demo
+    started while one crawls is refused with one line (it deleted the first one's folder, the
+    lock with it, and crawled beside it). The lock file itself stays: whoever deletes or writes
+    the files holds the lock on that same file."""
+    from filelock import FileLock, Timeout
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(folder / LOCK), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise click.ClickException(f"a crawl of {folder} is already running (another demo?); "
+                                       "wait for it or stop it (Ctrl-C) first") from None
+        try:
+            leftovers = [p for p in folder.iterdir() if p.name != LOCK]
+            if leftovers and not _is_demo(folder):
+                raise click.ClickException(f"{folder} exists and is not a demo crawl; move it away first")
+            for p in leftovers:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+        finally:
+            lock.release()
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+
+
+def _is_demo(folder: Path) -> bool:
+    try:
+        return bool(settings.load(folder).get("demo", False))
+    except (OSError, ValueError):
+        return False
 
 
 if __name__ == "__main__":

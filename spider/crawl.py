@@ -49,6 +49,7 @@ EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 MAX_WARNINGS = 20   # problems found in the files at start-up said one by one; the rest counted
 WORKER_STORE_ERROR = 3
 RUNNING = "running.txt"
+LOCK = "crawl.lock"   # held by the parent, shared by its children, for the whole run
 
 
 class CrawlError(Exception):
@@ -111,7 +112,7 @@ class Crawl:
     def run(self, seed_only: bool = False) -> int:
         """The whole run, under crawl.lock. ``seed_only``: read the sitemaps, queue their URLs,
         and stop without crawling (the ``seed`` command)."""
-        lock = FileLock(str(self.folder / "crawl.lock"), timeout=0)
+        lock = FileLock(str(self.folder / LOCK), timeout=0)
         try:
             lock.acquire()
         except Timeout:

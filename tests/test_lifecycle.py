@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from test_processes import check_consistent, crawl_cmd, urls_of
+from test_processes import check_consistent, crawl_cmd, site_body, urls_of
 
 MAIN = str(Path(__file__).resolve().parent.parent / "main.py")
 HAND_LINES = 300_000   # out-of-scope lines appended by hand: the start-up check takes seconds
@@ -205,3 +205,48 @@ def test_a_fifo_in_place_of_a_state_file_is_refused_with_one_line(site, projects
         assert proc.returncode == 1 and len(lines) == 1, err
         assert lines[0].startswith("Error: ") and name in lines[0] and "FIFO" in lines[0], err
     assert path.is_fifo()   # left as it was
+
+
+def test_a_reader_of_stderr_that_goes_away_does_not_stop_the_crawl(site, projects_dir):
+    """`crawl ... 2>&1 | head -1`: head exits after the first line; the crawl's next writes get
+    EPIPE. It stops printing, goes on, exits 0 and leaves the files complete (it exited 1)."""
+    paths = site.add_tree(30, 4)
+    for p in paths:   # a crawl of a second or two: head is gone long before the end
+        site.route(p, body=site_body(site, p), delay=0.05)
+    cmd = " ".join(f"'{a}'" for a in crawl_cmd(projects_dir, "pipe", site.url("/"), "--workers", "1",
+                                                "--delay", "0", "--ignore-robots"))
+    run = subprocess.run(["bash", "-c", f"{cmd} 2>&1 | head -1; exit ${{PIPESTATUS[0]}}"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith("warning: --ignore-robots"), run.stdout   # the one line head took
+    crawled, failed, queue = check_consistent(projects_dir / "pipe")
+    assert set(crawled) == {site.url(p) for p in paths} and queue == []
+    assert (projects_dir / "pipe" / "frontier.txt").exists()   # the clean stop's fold happened
+
+
+def test_a_second_demo_is_refused_while_the_first_crawls(projects_dir):
+    """The second demo deleted the first one's folder (crawl.lock with it) while it crawled, and
+    crawled beside it. Deterministic: the first is stopped (SIGSTOP) while the second runs."""
+    demo = [sys.executable, MAIN, "demo", "--projects-dir", str(projects_dir)]
+    first = subprocess.Popen(demo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        line = first.stderr.readline()
+        assert line.startswith("serving the demo site at "), line
+        url = line.split(" at ", 1)[1].strip()
+        folder = projects_dir / "demo"
+        assert wait_for(lambda: (folder / "running.txt").exists()), "the first demo never started crawling"
+        os.killpg(first.pid, signal.SIGSTOP)
+        try:
+            second = subprocess.run(demo, capture_output=True, text=True, timeout=120)
+        finally:
+            os.killpg(first.pid, signal.SIGCONT)
+        rest, err = first.communicate(timeout=120)
+    finally:
+        killpg(first)
+    lines = [x for x in second.stderr.splitlines() if x.strip()]
+    assert second.returncode == 1 and len(lines) == 1 and "already running" in lines[0], second.stderr
+    assert first.returncode == 0, line + err
+    crawled, failed, queue = check_consistent(folder)
+    assert crawled and all(u.startswith(url) for u in crawled + failed), "another crawl wrote here"
+    assert len(crawled) >= 20 and queue == []
