@@ -250,3 +250,43 @@ def test_a_second_demo_is_refused_while_the_first_crawls(projects_dir):
     crawled, failed, queue = check_consistent(folder)
     assert crawled and all(u.startswith(url) for u in crawled + failed), "another crawl wrote here"
     assert len(crawled) >= 20 and queue == []
+
+
+@pytest.mark.parametrize("options", [("--max-time", "1"), ("--max-time", "1", "--workers", "2")])
+def test_a_worker_stopped_mid_fetch_retries_the_page_without_spending_an_attempt(site, projects_dir, options):
+    """SIGSTOP of the worker while its request waits for a quick answer, SIGCONT after longer
+    than --max-time: the page was failed as `too slow` for good (and the page only it linked to
+    was never found). Now it is fetched again, with --max-attempts 1 still allowing it."""
+    asked = threading.Event()
+
+    def slow(info):
+        if info.count == 1:
+            asked.set()
+            time.sleep(0.3)   # a quick server; the worker is stopped meanwhile
+        return 200, None, f'<a href="{site.url("/only-here")}">only here</a>'
+
+    site.route("/", body=f'<a href="{site.url("/slow")}">slow</a>')
+    site.route("/slow", handler=slow)
+    site.route("/only-here", body="<title>found</title>")
+    proc = subprocess.Popen(crawl_cmd(projects_dir, "z", site.url("/"), "--delay", "0", "--max-attempts", "1",
+                                      *options), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert asked.wait(30), "the slow page was never requested"
+        workers = live_children(proc.pid)
+        assert workers
+        for w in workers:
+            w.suspend()   # SIGSTOP
+        time.sleep(2)     # twice --max-time
+        for w in workers:
+            w.resume()    # SIGCONT
+        out, err = proc.communicate(timeout=120)
+    finally:
+        killpg(proc)
+    assert proc.returncode == 0, err
+    crawled, failed, queue = check_consistent(projects_dir / "z")
+    assert failed == [], (projects_dir / "z" / "failed.txt").read_text()
+    assert {site.url("/slow"), site.url("/only-here")} <= set(crawled)
+    assert site.hits["/slow"] == 2
+    log = (projects_dir / "z" / "fetch.log").read_text()
+    assert "\tpaused\t" in log, log
