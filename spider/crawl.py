@@ -518,34 +518,35 @@ STATE_SUFFIXES = (".txt", ".log", ".view", ".lock")
 
 
 def check_state_files(folder: Path) -> None:
-    """Refuse a project whose state files (``*.txt``, ``*.log``, ``*.view``, ``*.lock``, and the
-    robots/ cache) are not all regular files: a FIFO in place of one hung the start-up check
-    for ever (an open for reading waits for a writer), and a symbolic link would make the crawl
-    write where it points. ``lstat`` only: nothing is opened, nothing written."""
+    """Refuse a project where a state file (``*.txt``, ``*.log``, ``*.view``, ``*.lock``, or a
+    file of the robots/ cache) is a FIFO, a socket or a device: a FIFO in place of one hung the
+    start-up check for ever (an open for reading waits for a writer). ``lstat`` only: nothing is
+    opened, nothing written. (A folder there fails its first open with "Is a directory"; a
+    symbolic link is the business of the opens themselves, which do not follow one.)"""
     def kind(mode: int) -> str | None:
-        if stat.S_ISREG(mode):
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
             return None
-        return ("a FIFO" if stat.S_ISFIFO(mode) else "a symbolic link" if stat.S_ISLNK(mode) else
-                "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device file")
+        return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device file"
 
     def scan(where: Path) -> None:
         try:
             entries = list(os.scandir(where))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         for entry in entries:
             if not entry.name.endswith(STATE_SUFFIXES):
                 continue
-            what = kind(entry.stat(follow_symlinks=False).st_mode)
+            try:
+                what = kind(entry.stat(follow_symlinks=False).st_mode)
+            except FileNotFoundError:   # removed meanwhile
+                continue
             if what:
                 raise CrawlError(f"{Path(where) / entry.name} is {what}, not a regular file; the crawler "
                                  "reads and writes only regular files there: move it away and run again")
 
     scan(Path(folder))
     robots = Path(folder) / "robots"
-    if robots.is_symlink() or robots.is_dir():
-        if robots.is_symlink():
-            raise CrawlError(f"{robots} is a symbolic link; move it away and run again")
+    if robots.is_dir() and not robots.is_symlink():
         scan(robots)
 
 
