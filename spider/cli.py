@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +16,7 @@ import click
 from . import __version__
 from . import config as settings
 from .config import SCOPES, CrawlConfig
-from .crawl import EXIT_INTERRUPTED, Crawl, CrawlError
+from .crawl import EXIT_INTERRUPTED, LOCK, Crawl, CrawlError
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from . import safefs
@@ -43,7 +44,7 @@ def project_folder(projects_dir: Path, name: str) -> Path:
         raise click.ClickException(f"{folder} is a symbolic link; refusing to follow it out of {projects_dir}")
     if folder.exists() and not folder.is_dir():
         raise click.ClickException(f"{folder} exists and is not a folder")
-    try:   # a project from someone else may hold links out of it: refuse before any write
+    try:   # links out of the project, or a FIFO that would hang a read: refused before any I/O
         safefs.check_tree(folder)
     except OSError as e:
         raise click.ClickException(str(e)) from None
@@ -79,7 +80,11 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            click.echo("\ninterrupted; run the same command again to resume", err=True)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C: the same one line, no traceback
+            try:
+                click.echo("\ninterrupted; run the same command again to resume", err=True)
+            except OSError:   # nobody reads standard error any more
+                pass
             ctx.exit(EXIT_INTERRUPTED)
 
 
@@ -331,14 +336,7 @@ def demo(workers: int, projects_dir: Path) -> None:
     from .demo import serve
 
     folder = project_folder(projects_dir, "demo")
-    if folder.exists():
-        try:
-            is_demo = settings.load(folder).get("demo", False)
-        except (OSError, ValueError):
-            is_demo = False
-        if not is_demo:
-            raise click.ClickException(f"{folder} exists and is not a demo crawl; move it away first")
-        shutil.rmtree(folder)
+    _clear_demo(folder)
     server, url = serve()
     click.echo(f"serving the demo site at {url}", err=True)
     config = CrawlConfig(seeds=(normalize(url),), workers=workers, delay=0.05, max_depth=10, demo=True)
@@ -349,6 +347,43 @@ def demo(workers: int, projects_dir: Path) -> None:
             f"try: python main.py status demo{more}", err=True))
     finally:
         server.shutdown()
+
+
+def _clear_demo(folder: Path) -> None:
+    """Empty the demo's folder for a fresh crawl, under the folder's crawl.lock: a second demo
+    started while one crawls is refused with one line (it deleted the first one's folder, the
+    lock with it, and crawled beside it). The lock file itself stays: whoever deletes or writes
+    the files holds the lock on that same file."""
+    from filelock import FileLock, Timeout
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(folder / LOCK), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise click.ClickException(f"a crawl of {folder} is already running (another demo?); "
+                                       "wait for it or stop it (Ctrl-C) first") from None
+        try:
+            leftovers = [p for p in folder.iterdir() if p.name != LOCK]
+            if leftovers and not _is_demo(folder):
+                raise click.ClickException(f"{folder} exists and is not a demo crawl; move it away first")
+            for p in leftovers:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+        finally:
+            lock.release()
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+
+
+def _is_demo(folder: Path) -> bool:
+    try:
+        return bool(settings.load(folder).get("demo", False))
+    except (OSError, ValueError):
+        return False
 
 
 if __name__ == "__main__":

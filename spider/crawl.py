@@ -7,11 +7,19 @@
 - A worker that dies is noticed within half a second: its claims go back to the queue and a
   replacement starts.
 - Ctrl-C (or SIGTERM) once: workers finish the page they are on, release the claims they hold and
-  exit; queue.txt is folded. Twice: workers are killed at once (the next run recovers).
+  exit; queue.txt is folded. Twice: workers are killed at once (the next run recovers). Ctrl-C
+  during the start-up check of the files stops it at once (the next run checks them again).
+- Every child dies with the crawl: the parent kills and reaps its children before it releases
+  ``crawl.lock``, on every way out; on Linux the kernel kills them if the parent itself is killed
+  (``PR_SET_PDEATHSIG``). A child holds the parent's lock (the same open ``crawl.lock``) for as
+  long as it lives, so no process writes the files of a project without the lock.
+- A reader of the status lines that goes away (``crawl ... 2>&1 | head -1``) does not stop the
+  crawl: printing stops, the crawl goes on and ends as it would have.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import re
@@ -43,6 +51,7 @@ EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 MAX_WARNINGS = 20   # problems found in the files at start-up said one by one; the rest counted
 WORKER_STORE_ERROR = 3
 RUNNING = "running.txt"
+LOCK = "crawl.lock"   # held by the parent, shared by its children, for the whole run
 
 
 class CrawlError(Exception):
@@ -90,8 +99,8 @@ class Crawl:
         self.sitemaps = sitemaps     # seed from the in-scope hosts' sitemaps before crawling
         self.config = config
         self.new_seeds = seeds
-        self.out = out
-        self.tty = out.isatty()
+        self.out = _Out(out)
+        self.tty = self.out.isatty()
         self.status_every = status_every if status_every is not None else (0.5 if self.tty else 10.0)
         self.interrupts = 0
         self.ctx = multiprocessing.get_context("fork")
@@ -99,13 +108,16 @@ class Crawl:
         self.alarm: str | None = None     # the trap alarm, while it fires
         self.warned: set[str] = set()     # patterns already warned about
         self.told: set[tuple[str, str]] = set()   # (host, reason) of held hosts already said
+        self.children: list[multiprocessing.process.BaseProcess] = []   # killed before the lock is let go
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self, seed_only: bool = False) -> int:
         """The whole run, under crawl.lock. ``seed_only``: read the sitemaps, queue their URLs,
         and stop without crawling (the ``seed`` command)."""
-        safefs.check_tree(self.folder)   # no write may follow a link out of the project
-        lock = FileLock(str(self.folder / "crawl.lock"), timeout=0)
+        # No write may follow a link out of the project, and a FIFO in place of a state file
+        # would hang the first read of it for ever: both are refused before anything is opened.
+        safefs.check_tree(self.folder)
+        lock = FileLock(str(self.folder / LOCK), timeout=0)
         try:
             lock.acquire()
         except Timeout:
@@ -114,12 +126,30 @@ class Crawl:
         try:
             return self._seed() if seed_only else self._run()
         finally:
-            self.stop.close()
+            # Nothing may stop this clean-up half-way (a second Ctrl-C gave a traceback and left
+            # a child running after the lock was let go): ignore SIGINT until the lock is released.
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
             try:
-                (self.folder / RUNNING).unlink()
-            except OSError:
-                pass
-            lock.release()
+                self.stop.close()
+                self._end_children()
+                try:
+                    (self.folder / RUNNING).unlink()
+                except OSError:
+                    pass
+                lock.release()
+            finally:
+                signal.signal(signal.SIGINT, old)
+
+    def _end_children(self) -> None:
+        """Kill and reap every child still alive. Called before the lock is released: a child
+        shares the lock (the same open file), and the parent's release ends it for both."""
+        started = [p for p in self.children if p.pid is not None]
+        for p in started:
+            if p.exitcode is None:
+                p.kill()
+        for p in started:
+            p.join()
+        self.children.clear()
 
     def _running_info(self) -> str:
         try:
@@ -255,13 +285,28 @@ class Crawl:
         queue.txt) is returned to the system when the child exits, instead of staying in the
         parent's heap that every worker then inherits."""
         parent_end, child_end = self.ctx.Pipe(duplex=False)
-        p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit, self.config.max_pages_per_host))
+        p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit,
+                                                          self.config.max_pages_per_host, os.getpid()))
+        self.children.append(p)
         p.start()
         child_end.close()
         try:
             outcome = parent_end.recv()
         except EOFError:
             outcome = StoreError("recovery of the project files failed (see above)")
+        except BaseException:
+            # Ctrl-C (or any error) while the child checks the files: it must not go on alone.
+            # Killed half-way, it leaves the files as a kill -9 at start-up does (the next run
+            # checks them again); finishing unwatched, it replaced claims.txt under the next crawl.
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut this short
+            try:
+                p.kill()
+                p.join()
+            finally:
+                signal.signal(signal.SIGINT, old)
+            raise
+        finally:
+            parent_end.close()
         p.join()
         if isinstance(outcome, BaseException):
             raise outcome
@@ -287,6 +332,8 @@ class Crawl:
     def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
         p = self.ctx.Process(target=_worker_main, args=(self.config, store, self.stop, os.getpid()),
                              daemon=False)
+        self.children = [c for c in self.children if c.pid is None or c.exitcode is None]   # reaped ones go
+        self.children.append(p)
         p.start()
         return p
 
@@ -471,8 +518,27 @@ class _Rate:
         return (d1 - d0) / (t1 - t0) if t1 > t0 else 0.0
 
 
+PR_SET_PDEATHSIG = 1   # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """First thing in every child of a crawl: on Linux, ask the kernel to SIGKILL this process
+    when its parent dies (prctl PR_SET_PDEATHSIG), so that no child outlives a parent killed
+    with SIGKILL. A parent that died before the call cannot signal: exit now. Elsewhere, workers
+    still stop by themselves (the stop pipe closes) and hold the lock until they do."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):   # pragma: no cover - no prctl in this libc
+            pass
+    if os.getppid() != parent:
+        os._exit(EXIT_ERROR)
+
+
 def _recover_child(conn: Any, folder: Path, admit: Callable[[str, int], str | None],
-                   max_per_host: int | None) -> None:
+                   max_per_host: int | None, parent: int) -> None:
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         conn.send(recover(folder, admit, max_per_host))
@@ -480,6 +546,48 @@ def _recover_child(conn: Any, folder: Path, admit: Callable[[str, int], str | No
         conn.send(StoreError(f"{e.filename or folder}: {e.strerror or e}"))
     finally:
         conn.close()
+
+
+class _Out:
+    """The status stream. Its reader may go away (``crawl ... 2>&1 | head -1``): the first write
+    that fails (EPIPE, or any other error) ends the printing, not the crawl, which goes on and
+    ends as it would have. Standard error is then pointed at /dev/null, so that what else writes
+    to it later (the command line's last words, a worker's message) does not fail either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.lost = False
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def write(self, text: str) -> None:
+        if not self.lost:
+            self._try(lambda: self.stream.write(text))
+
+    def flush(self) -> None:
+        if not self.lost:
+            self._try(self.stream.flush)
+
+    def _try(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except (OSError, ValueError):
+            self.lost = True
+            self._silence()
+
+    def _silence(self) -> None:
+        try:
+            fd = self.stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            return
+        if fd in (1, 2):   # a standard stream, shared with what else prints
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)   # what is still buffered goes there too, at exit included
+            os.close(null)
 
 
 class _StopSignal:
@@ -519,6 +627,7 @@ class _StopSignal:
 
 def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, parent: int) -> None:
     """Entry point of a worker process (forked: it inherits the parent's view of the store)."""
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent decides how to stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)   # ... also when the whole group gets SIGTERM
     stop.in_worker()
@@ -537,7 +646,11 @@ def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, paren
     try:
         spider.run(lambda: stop.wait(0))
     except StoreError as e:
-        sys.stderr.write(f"Error: {e}\n")
+        try:
+            sys.stderr.write(f"Error: {e}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):   # nobody reads standard error any more
+            pass
         os._exit(WORKER_STORE_ERROR)
     finally:
         spider.close()

@@ -28,7 +28,7 @@ from requests.hooks import default_hooks
 from requests.structures import CaseInsensitiveDict
 
 from .config import CrawlConfig
-from .policy import FetchFailure
+from .policy import PAUSED, FetchFailure
 from .warc import Exchange, WarcWriter, request_head, response_head
 
 try:   # brotli >= 1.2 can bound its output (output_buffer_limit); an older one could be bombed
@@ -51,6 +51,40 @@ class _TooSlow(BaseException):   # not an Exception: no handler on the way may s
 
 def _on_alarm(signum: int, frame: object) -> None:
     raise _TooSlow()
+
+
+# Time this process spends stopped (SIGSTOP, Ctrl-Z then fg) is not the server's slowness, but
+# every clock that counts a request's time counts it (ITIMER_REAL, the socket's timeout, the
+# monotonic clock), and no clock leaves it out: CPU clocks also leave out the waiting for the
+# server, and SIGSTOP cannot be caught to note when the stop began. What can be seen is the
+# SIGCONT that ends a stop. So a request that ran out of time (or lost its connection) while a
+# SIGCONT arrived is reported as ``paused``: tried again at once, with no attempt spent. Its time
+# is not measured again against what is left of --max-time: how long the stop lasted is unknown,
+# and the server may have closed the connection meanwhile anyway.
+_continued = 0   # SIGCONTs received by this process
+
+
+def _on_continue(signum: int, frame: object) -> None:
+    global _continued
+    _continued += 1
+
+
+def _watch_pauses() -> None:
+    """Count this process's SIGCONTs (only the main thread can set a handler; once is enough)."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGCONT) is not _on_continue):
+        signal.signal(signal.SIGCONT, _on_continue)
+
+
+def _unless_paused(result: "Response | FetchFailure", continued: int) -> "Response | FetchFailure":
+    """``result``, or a ``paused`` failure if it timed out or broke while the process was stopped.
+
+    The SIGCONT handler has run by now: Python runs a pending handler at the next function call,
+    and the failure was built by calls made after the stop ended."""
+    if (isinstance(result, FetchFailure) and _continued != continued
+            and (result.transient or result.kind == "too slow")):
+        return FetchFailure(PAUSED, True, f"{result.kind} while this process was stopped (SIGSTOP or Ctrl-Z)")
+    return result
 
 
 @contextlib.contextmanager
@@ -386,6 +420,8 @@ class Fetcher:
         The WARC records are written after the timer is off: it must not cut a record in two.
         """
         ex = Exchange(url) if self.warc is not None else None
+        _watch_pauses()
+        continued = _continued
         with _deadline(self.config.max_time):
             try:
                 result = self._fetch(url, any_type, limit, headers, ex)
@@ -393,7 +429,7 @@ class Fetcher:
                 result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
         if ex is not None and self.warc is not None:
             self.warc.write(ex)
-        return result
+        return _unless_paused(result, continued)
 
     def _fetch(self, url: str, any_type: bool = False, limit: int | None = None,
                headers: dict[str, str] | None = None, ex: Exchange | None = None) -> Response | FetchFailure:

@@ -13,6 +13,7 @@
 | timeout, connection refused or reset, DNS failure, broken body | retry later; then failed, e.g. ``timeout after 3 attempts`` |
 | body over the size cap, response over the time limit          | failed (``too large``, ``too slow``); retrying would cost the same |
 | unsupported content encoding, invalid response                | failed with a short reason                      |
+| this worker was stopped (SIGSTOP, Ctrl-Z) during the request and it timed out or broke | retried at once; no attempt spent (``paused``) |
 
 Retries back off exponentially with jitter (``retry_delay``) and do not block other work: the URL
 goes back to the end of the queue with a time before which it is not claimed.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+PAUSED = "paused"   # a FetchFailure's kind: our process was stopped during the request (spider/fetch.py)
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -60,6 +62,8 @@ def classify(status: int | None, failure: FetchFailure | None, attempts: int, ma
     progress), then failed with ``404``."""
     last = attempts >= max_attempts
     if failure is not None:
+        if failure.kind == PAUSED:   # the time ran out while we were stopped: not the server's doing
+            return Outcome(Verdict.RETRY, PAUSED)
         if failure.transient and not last:
             return Outcome(Verdict.RETRY, failure.kind)
         suffix = f" after {attempts} attempts" if failure.transient and attempts > 1 else ""

@@ -22,7 +22,7 @@ from . import recrawl
 from .config import CrawlConfig
 from .fetch import Fetcher, Response
 from .links import Link, LinkFinder
-from .policy import REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
+from .policy import PAUSED, REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
 from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
@@ -235,6 +235,11 @@ class Spider:
             sent[host] = self.clock()
             result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
             self._log_fetch(current, result)
+            for _ in range(ROBOTS_HOPS):   # stopped mid-request (SIGSTOP): ask again, it was not the host
+                if not (isinstance(result, FetchFailure) and result.kind == PAUSED):
+                    break
+                result = self.fetcher.fetch(current, any_type=True, limit=ROBOTS_MAX_BODY)
+                self._log_fetch(current, result)
             if isinstance(result, FetchFailure):
                 return robots_from_fetch(None, b"", self.clock(), previous), robots_url
             if result.status in REDIRECT_STATUSES and result.location:
@@ -248,6 +253,8 @@ class Spider:
 
     def _adapt(self, url: str, result: Response | FetchFailure) -> None:
         """Tell the host's shared politeness state what happened (only when it changes it)."""
+        if isinstance(result, FetchFailure) and result.kind == PAUSED:
+            return   # we were stopped, the host did nothing wrong
         host = host_key(url)
         tell_host(self.store, host, result, self.clock(), self.floor(host), self.config)
 
@@ -300,9 +307,7 @@ class Spider:
             self.store.settle(claim, "crawled", record=crawled_line(
                 claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
         elif v is Verdict.RETRY:
-            again = QueueEntry(entry.url, entry.depth, entry.attempts + 1,
-                               now + retry_delay(entry.attempts + 1), entry.source)
-            self.store.settle(claim, "retry", requeue=again)
+            self.store.settle(claim, "retry", requeue=_again(entry, outcome, now))
         else:
             self.store.settle(claim, "failed", record=failed_line(claim.url, outcome.reason, entry.depth, now))
 
@@ -370,8 +375,7 @@ class Spider:
                        if isinstance(result, FetchFailure) else
                        classify(status, None, entry.attempts + 1, cfg.max_attempts, has_location=bool(result.location)))
             if outcome.verdict is Verdict.RETRY:
-                self.store.settle(claim, "retry", requeue=replace(
-                    entry, attempts=entry.attempts + 1, not_before=now + retry_delay(entry.attempts + 1)))
+                self.store.settle(claim, "retry", requeue=_again(entry, outcome, now))
                 return
         new_hash = None
         if isinstance(result, Response) and 200 <= result.status < 300:
@@ -474,6 +478,14 @@ class Spider:
 
     def close(self) -> None:
         self.fetcher.close()
+
+
+def _again(entry: QueueEntry, outcome: Outcome, now: float) -> QueueEntry:
+    """The queue line of a URL to try again: one attempt more and a backoff, except after a
+    ``paused`` fetch (this worker was stopped meanwhile), which spends no attempt and waits not."""
+    if outcome.reason == PAUSED:
+        return replace(entry, not_before=now)
+    return replace(entry, attempts=entry.attempts + 1, not_before=now + retry_delay(entry.attempts + 1))
 
 
 def robots_hop_ready(state: HostState, last_sent: float | None, delay: float) -> float:
