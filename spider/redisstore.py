@@ -447,8 +447,12 @@ def _one_line_errors(fn: F) -> F:
         try:
             return fn(self, *args, **kw)
         except redis.RedisError as e:
-            raise StoreError(f"Redis store {self.prefix!r}: {type(e).__name__}: {e}") from None
+            raise _store_error(self.prefix, e) from None
     return guarded  # type: ignore[return-value]
+
+
+def _store_error(prefix: str, e: Exception) -> StoreError:
+    return StoreError(f"Redis store {prefix!r}: {type(e).__name__}: {e}")
 
 
 def _time_or_none(raw: bytes) -> float | None:
@@ -473,7 +477,7 @@ class _Seen:
         try:
             bucket = self._store.r.get(self._store._bucket(fp)) or b""
         except redis.RedisError as e:
-            raise StoreError(f"Redis store {self._store.prefix!r}: {type(e).__name__}: {e}") from None
+            raise _store_error(self._store.prefix, e) from None
         return any(bucket[i:i + 8] == fp for i in range(0, len(bucket), 8))
 
 
@@ -526,7 +530,8 @@ class RedisStore:
     def key(self, name: str) -> str:
         return f"{self.prefix}:{name}"
 
-    def host_key(self, name: str, host: str) -> str:
+    def per_host(self, name: str, host: str) -> str:
+        """A key of one host's, hash-tagged by the host (one Redis Cluster slot for all of them)."""
         return f"{self.prefix}:{name}:{{{host}}}"
 
     def _bucket(self, fp: bytes) -> str:
@@ -609,7 +614,7 @@ class RedisStore:
                 wait = w if wait is None else min(wait, w)
             pending, in_flight = int(got[1]), int(got[2])
             for line, token in zip(got[3::2], got[4::2]):
-                entry = parse_queue_line(line.decode("utf-8", "surrogateescape"))
+                entry = parse_queue_line(line.decode("utf-8", "replace"))
                 self._tokens[entry.url] = token.decode()
                 self._held.add(host_key(entry.url))
                 taken.append(Claim(entry, self.owner))
@@ -670,14 +675,14 @@ class RedisStore:
     # -- hosts -----------------------------------------------------------------------------------
     @_one_line_errors
     def host_state(self, host: str) -> HostState:
-        nxt, delay, failures, reason = self.r.hmget(self.host_key("h", host), "next", "delay", "failures", "reason")
+        nxt, delay, failures, reason = self.r.hmget(self.per_host("h", host), "next", "delay", "failures", "reason")
         return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
 
     @_one_line_errors
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
         """Apply a politeness rule to the host's shared state: optimistic (WATCH, MULTI/EXEC),
         tried again if another worker changed the host in between."""
-        key = self.host_key("h", host)
+        key = self.per_host("h", host)
 
         def apply(pipe: Any) -> HostState:
             new = change(self.host_state(host))
@@ -709,5 +714,5 @@ class RedisStore:
     @_one_line_errors
     def lines(self, name: str) -> list[str]:
         """The lines of a log, as its file would hold them."""
-        return [x.decode("utf-8", "surrogateescape") for x in self.r.lrange(self.key(f"log:{name}"), 0, -1)]
+        return [x.decode("utf-8", "replace") for x in self.r.lrange(self.key(f"log:{name}"), 0, -1)]
 
