@@ -20,11 +20,15 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
   never the URL itself. ``P:over:XYZ`` the same for URLs refused by the host budget (logged once).
 - ``P:log:NAME``: the lines of crawled.txt, failed.txt, rejected.txt and the other logs, a list of
   the same text lines the files hold. ``P:counts``: counters; ``P:owners``: in flight per owner;
-  ``P:texts``: first URL of each page text hash.
+  ``P:held``: leases per owner; ``P:texts``: first URL of each page text hash.
+
+The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
+(with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
 
 Hosts are leased: a worker claims only URLs of a host it holds (owner, expiry, fencing token), so
 a host's politeness needs no coordination per request. A lease is taken at the first claim of the
-host, renewed by each claim and settle, and let go when the host has nothing left for its holder.
+host, renewed by each claim and settle, and let go when the host has nothing left for its holder
+or at a clean stop (``close``); ``max_hosts`` caps how many a worker holds, so hosts spread.
 An expired lease (its holder died or stalled) is taken back at the next claim of anyone: its
 in-flight URLs go back to pending and the token moves on, so the stalled worker's settle, which
 names its token, records nothing. Lease times are Redis's own clock (``TIME``), never a worker's.
