@@ -291,3 +291,75 @@ def test_a_redirect_target_on_another_workers_host_is_left_to_it(make):
     assert A + "moved" in two.seen and two.refresh().pending == 1
     assert urls(one.claim(5, 0.0, no_delay)) == [A + "moved"]
     assert crawled(two, b)
+
+
+def test_a_retry_not_due_waits_also_for_its_hosts_slot(make):
+    """Asked before the retry's own time, the wait is the later of that time and its host's slot
+    (the contract test asks after the retry's time, when it is indexed already)."""
+    s = make()
+    s.add([QueueEntry(A + "1")])
+    [c] = s.claim(1, 10.0, no_delay).claims
+    assert s.settle(c, "retry", requeue=QueueEntry(A + "1", 0, 1, 20.0))
+    s.reserve_host("a.test", 30.0)
+    r = s.claim(5, 15.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(30.0)
+
+
+# -- the same answers as the in-memory twin, for any sequence of verbs ---------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from spider.memory import MemoryStore  # noqa: E402
+from spider.order import Order  # noqa: E402
+
+_paths = st.sampled_from([f"http://{h}.test/{p}" for h in "abc" for p in range(6)])
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.lists(st.tuples(_paths, st.integers(0, 3)), max_size=4)),
+    st.tuples(st.just("claim"), st.integers(1, 4), st.sampled_from([0.0, 1.0])),
+    st.tuples(st.just("settle"), st.integers(0, 20), st.sampled_from(["crawled", "failed", "retry", "released"])),
+    st.tuples(st.just("reserve"), st.sampled_from("abc"), st.integers(0, 5)),
+    st.tuples(st.just("tick"), st.integers(1, 3)),
+), max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_ops, order=st.sampled_from(["bfs", "dfs", "best"]), budget=st.sampled_from([None, 5]))
+def test_any_sequence_of_verbs_gives_what_the_memory_store_gives(redis_server, ops, order, budget):  # noqa: F811
+    """One worker, no leases in the way: claims (which URLs, in which order), counts, waits and
+    the end of the crawl must match the in-memory twin step by step."""
+    from spider.redisstore import RedisStore
+    client = redis_server.client()
+    client.flushall()
+    o = Order(order, prefer=("/1",), defer=("/4",))
+    red = RedisStore(client, "p", machine="m", order=o, max_pages=budget)
+    mem = MemoryStore(order=o, max_pages=budget)
+    now = 10.0
+    held: list = []
+    for op in ops:
+        if op[0] == "add":
+            es = [QueueEntry(u, d) for u, d in op[1]]
+            assert [e.url for e in red.add(es)] == [e.url for e in mem.add(es)]
+        elif op[0] == "claim":
+            delay = (lambda h, d=op[2]: d)
+            r, m = red.claim(op[1], now, delay), mem.claim(op[1], now, delay)
+            assert urls(r) == urls(m)
+            assert (r.pending, r.in_flight, r.finished, r.budget_reached) == \
+                (m.pending, m.in_flight, m.finished, m.budget_reached)
+            if not m.claims:
+                assert r.wait_until == (pytest.approx(m.wait_until) if m.wait_until is not None else None)
+            held += r.claims
+        elif op[0] == "settle" and held:
+            c = held.pop(op[1] % len(held))
+            kind = op[2]
+            again = {"retry": QueueEntry(c.url, c.entry.depth, c.entry.attempts + 1, now + 2),
+                     "released": c.entry}.get(kind)
+            record = crawled_line(c.url, 200, "text/html", 1, 0, 0) if kind in ("crawled", "failed") else None
+            assert red.settle(c, kind, record=record, requeue=again)
+            mem.settle(c, kind, record=record, requeue=again)
+        elif op[0] == "reserve":
+            red.reserve_host(f"{op[1]}.test", now + op[2])
+            mem.reserve_host(f"{op[1]}.test", now + op[2])
+        elif op[0] == "tick":
+            now += op[1]
+        rc, mc = red.refresh(), mem.refresh()
+        assert (rc.pending, rc.in_flight, rc.crawled, rc.failed) == (mc.pending, mc.in_flight, mc.crawled, mc.failed)
