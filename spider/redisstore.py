@@ -20,7 +20,7 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
   never the URL itself. ``P:over:XYZ`` the same for URLs refused by the host budget (logged once).
 - ``P:log:NAME``: the lines of crawled.txt, failed.txt, rejected.txt and the other logs, a list of
   the same text lines the files hold. ``P:counts``: counters; ``P:owners``: in flight per owner;
-  ``P:held``: leases per owner; ``P:texts``: first URL of each page text hash.
+  ``P:held:OWNER``: the hosts an owner leases; ``P:texts``: first URL of each page text hash.
 
 The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
 (with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
@@ -28,7 +28,8 @@ The scripts name keys inside Lua and mix global keys with per-host ones, so they
 Hosts are leased: a worker claims only URLs of a host it holds (owner, expiry, fencing token), so
 a host's politeness needs no coordination per request. A lease is taken at the first claim of the
 host, renewed by each claim and settle, and let go when the host has nothing left for its holder
-or at a clean stop (``close``); ``max_hosts`` caps how many a worker holds, so hosts spread.
+or waits long, or at a clean stop (``close``); ``max_hosts`` caps how many a worker holds, so
+hosts spread over workers.
 An expired lease (its holder died or stalled) is taken back at the next claim of anyone: its
 in-flight URLs go back to pending and the token moves on, so the stalled worker's settle, which
 names its token, records nothing. Lease times are Redis's own clock (``TIME``), never a worker's.
@@ -67,7 +68,7 @@ local function k(name) return PFX .. ':' .. name end
 local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' end
 local function num(x) return string.format('%.0f', x) end
 local function is_recheck(line) return string.sub(line, -8) == '\trecheck' end
-local function url_of(line) return string.match(line, '^[^\t]*') end
+local function first_field(line) return string.match(line, '^[^\t]*') end
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -133,7 +134,7 @@ local function packed_add(key, fp)
 end
 local function end_lease(host)
   local o = redis.call('HGET', hk('h', host), 'lowner')
-  if o and redis.call('HINCRBY', k('held'), o, -1) <= 0 then redis.call('HDEL', k('held'), o) end
+  if o then redis.call('SREM', k('held:' .. o), host) end
   redis.call('HDEL', hk('h', host), 'lowner', 'luntil')
   redis.call('HINCRBY', hk('h', host), 'tok', 1)   -- a later settle under the old token is refused
   redis.call('ZREM', k('leases'), host)
@@ -167,7 +168,7 @@ local function hold(host, owner, ttl)
     tok = redis.call('HGET', h, 'tok')
   else
     tok = tostring(redis.call('HINCRBY', h, 'tok', 1))
-    redis.call('HINCRBY', k('held'), owner, 1)
+    redis.call('SADD', k('held:' .. owner), host)
   end
   local untl = server_ms() + tonumber(ttl)
   redis.call('HSET', h, 'lowner', owner, 'luntil', num(untl))
@@ -175,7 +176,7 @@ local function hold(host, owner, ttl)
   return tok
 end
 local function in_flight(host, owner, tok, key, line)
-  redis.call('HSET', hk('f', host), url_of(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
+  redis.call('HSET', hk('f', host), first_field(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
   redis.call('SADD', k('fhosts'), host)
   redis.call('HINCRBY', k('counts'), 'inflight', 1)
   redis.call('HINCRBY', k('owners'), owner, 1)
@@ -231,7 +232,8 @@ return 1
 """
 
 # select, the claim step's first half: ARGV 1 prefix, 2 now, 3 limit, 4 --max-pages ('' none),
-# 5 owner, 6 most hosts this owner may hold ('' no limit). Takes back expired leases, lets due retries join the index, then walks the index (best
+# 5 owner, 6 most hosts this owner may hold ('' no limit), 7 let go of a held host whose slot is
+# further than this many seconds away (Retry-After, backoff) and that has nothing in flight. Takes back expired leases, lets due retries join the index, then walks the index (best
 # key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
@@ -264,7 +266,17 @@ end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local index = room > 0 and k('hosts') or k('rhosts')
-local held = tonumber(redis.call('HGET', k('held'), ARGV[5]) or '0')
+for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. ARGV[5]))) do
+  local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
+  if nxt > now + tonumber(ARGV[7]) then
+    local busy = false
+    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
+      if first_field(v) == ARGV[5] then busy = true; break end
+    end
+    if not busy then end_lease(host) end
+  end
+end
+local held = redis.call('SCARD', k('held:' .. ARGV[5]))
 local ready, start = {}, 0
 while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
@@ -492,11 +504,13 @@ class RedisStore:
     repeat across machines), the default being the host name. ``lease`` is a host lease in
     seconds: a worker that neither claims nor settles on a host for that long loses it.
     ``max_hosts``, when given, is the most hosts this worker leases at once (its share, so that
-    the hosts spread over all workers)."""
+    the hosts spread over all workers); a held host whose next slot is more than ``let_go``
+    seconds away (Retry-After, backoff) is let go at the next claim, if nothing of it is in flight."""
 
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
-                 order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None) -> None:
+                 order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None,
+                 let_go: float = 10.0) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -506,6 +520,7 @@ class RedisStore:
         self.order = order or Order()
         self.lease_ms = max(1, int(lease * 1000))
         self.max_hosts = max_hosts
+        self.let_go = let_go
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
@@ -602,7 +617,7 @@ class RedisStore:
         takes their URLs (the hosts' delays come from ``delay_for`` in between)."""
         cap = "" if self.max_pages is None else str(self.max_pages)
         share = "" if self.max_hosts is None else str(self.max_hosts)
-        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who, share])
+        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who, share, repr(self.let_go)])
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:

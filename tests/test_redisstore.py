@@ -363,3 +363,16 @@ def test_any_sequence_of_verbs_gives_what_the_memory_store_gives(redis_server, o
             now += op[1]
         rc, mc = red.refresh(), mem.refresh()
         assert (rc.pending, rc.in_flight, rc.crawled, rc.failed) == (mc.pending, mc.in_flight, mc.crawled, mc.failed)
+
+
+def test_a_host_told_to_wait_long_is_let_go_for_another(make):
+    """With its share full, a worker whose host must wait (Retry-After: an hour) lets it go at
+    its next claim and takes a host that is ready."""
+    s = make(max_hosts=1, let_go=10.0)
+    s.add([QueueEntry(A + "1"), QueueEntry(A + "2"), QueueEntry(B + "1")])
+    [c] = s.claim(1, 0.0, no_delay).claims
+    assert crawled(s, c)
+    s.reserve_host("a.test", 3.0)
+    assert urls(s.claim(5, 1.0, no_delay)) == []                # a short wait: a.test is kept
+    s.reserve_host("a.test", 3600.0)
+    assert urls(s.claim(5, 1.0, no_delay)) == [B + "1"]
