@@ -305,6 +305,39 @@ def test_a_retry_not_due_waits_also_for_its_hosts_slot(make):
     assert r.claims == [] and r.wait_until == pytest.approx(30.0)
 
 
+def test_host_state_text_hashes_and_logs_are_shared_by_workers(make):
+    from spider.politeness import HostState
+    one, two = make(1), make(2)
+    one.update_host("a.test", lambda st: HostState(12.5, 2.0, 3, "robots unavailable"))
+    assert two.host_state("a.test") == HostState(12.5, 2.0, 3, "robots unavailable")
+    two.reserve_host("a.test", 20.0)
+    one.reserve_host("a.test", 15.0)                             # only ever later
+    assert one.host_state("a.test").next_allowed == 20.0
+    assert one.first_with_text("h1", A + "1") == A + "1"
+    assert two.first_with_text("h1", A + "2") == A + "1"
+    one.log("fetch", "line 1\nline 2\n")
+    two.log("fetch", "line 3\n")
+    assert one.lines("fetch") == ["line 1\n", "line 2\n", "line 3\n"]
+
+
+def test_concurrent_host_updates_lose_none(make):
+    """update_host is read-change-write under WATCH: four workers adding one failure each, 50
+    times, at the same time, leave exactly 200."""
+    import threading
+    from dataclasses import replace
+    stores = [make(i) for i in range(4)]
+
+    def bump(s) -> None:
+        for _ in range(50):
+            s.update_host("a.test", lambda st: replace(st, failures=st.failures + 1))
+    threads = [threading.Thread(target=bump, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert stores[0].host_state("a.test").failures == 200
+
+
 # -- the same answers as the in-memory twin, for any sequence of verbs ---------------------------------
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
