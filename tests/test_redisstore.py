@@ -4,6 +4,7 @@ with the file and memory stores are proven by the contract suite in test_store.p
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -336,6 +337,77 @@ def test_concurrent_host_updates_lose_none(make):
     for t in threads:
         t.join()
     assert stores[0].host_state("a.test").failures == 200
+
+
+WORKER = textwrap.dedent("""
+    import os, signal, sys, time
+    from spider.records import crawled_line
+    from spider.redisstore import RedisStore
+    url, owner, out, stop_after = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "a"), int(sys.argv[4])
+    s = RedisStore.from_url(url, "p", owner=owner, machine="m", lease=2.0, max_hosts=4)
+    fetched = 0
+    while True:
+        s.renew_leases()
+        r = s.claim(2, time.time(), lambda h: 0.0)
+        if r.finished:
+            break
+        if not r.claims:
+            time.sleep(0.05)
+        for c in r.claims:
+            print("fetch", c.url, file=out, flush=True)
+            fetched += 1
+            if fetched == stop_after:   # mid-fetch: the claim is in flight, not settled
+                os.kill(os.getpid(), signal.SIGKILL if owner == 1 else signal.SIGSTOP)
+            time.sleep(0.005)
+            ok = s.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 1, 0, 0))
+            print("done" if ok else "refused", c.url, file=out, flush=True)
+""")
+
+
+def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(start_redis, tmp_path: Path):  # noqa: F811
+    """Three worker processes share the frontier. Worker 1 is killed with -9 in the middle of a
+    fetch; worker 2 is stopped (SIGSTOP) in the middle of a fetch until another worker has taken
+    its host back and recorded that URL, then continued. Every URL is recorded exactly once; the
+    stopped worker's late settle is refused; refetches are at most what the two had in flight."""
+    from spider.redisstore import RedisStore
+    server = start_redis()
+    s = RedisStore(server.client(), "p", owner=9, machine="m")
+    want = [f"http://h{i % 10}.test/{i}" for i in range(300)]
+    s.add([QueueEntry(u) for u in want])
+    logs = [tmp_path / f"w{i}.txt" for i in (1, 2, 3)]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, server.url, str(i), str(logs[i - 1]),
+                               str(stop)], cwd=Path(__file__).parent.parent)
+             for i, stop in ((1, 20), (2, 30), (3, 0))]
+    try:
+        deadline = time.monotonic() + 120
+        held = None
+        while held is None and time.monotonic() < deadline:   # worker 2 stops itself at its 30th fetch
+            lines = logs[1].read_text().splitlines() if logs[1].exists() else []
+            if len([x for x in lines if x.startswith("fetch")]) == 30 and lines[-1].startswith("fetch"):
+                held = lines[-1].split()[1]
+            time.sleep(0.05)
+        assert held is not None
+        while time.monotonic() < deadline:   # until another worker has taken it back and recorded it
+            if any(x.startswith(held + "\t") for x in s.lines("crawled")):
+                break
+            time.sleep(0.05)
+        procs[1].send_signal(signal.SIGCONT)
+        for p in procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert procs[0].returncode == -signal.SIGKILL and procs[1].returncode == 0 == procs[2].returncode
+    recorded = [x.split("\t")[0] for x in s.lines("crawled")]
+    assert sorted(recorded) == sorted(want)                          # each exactly once
+    w2 = logs[1].read_text().splitlines()
+    assert f"refused {held}" in w2
+    fetches = [x.split()[1] for log in logs for x in log.read_text().splitlines() if x.startswith("fetch")]
+    assert set(fetches) == set(want)
+    assert 2 <= len(fetches) - len(want) <= 4                      # at most the two workers' claims of 2
+    c = s.refresh()
+    assert (c.pending, c.in_flight, c.crawled) == (0, 0, 300)
 
 
 # -- the same answers as the in-memory twin, for any sequence of verbs ---------------------------------
