@@ -424,14 +424,15 @@ _ops = st.lists(st.one_of(
     st.tuples(st.just("settle"), st.integers(0, 20), st.sampled_from(["crawled", "failed", "retry", "released"])),
     st.tuples(st.just("reserve"), st.sampled_from("abc"), st.integers(0, 5)),
     st.tuples(st.just("tick"), st.integers(1, 3)),
+    st.tuples(st.just("admit"), _paths, st.sampled_from([0.0, 1.0])),
 ), max_size=30)
 
 
 @settings(max_examples=40, deadline=None)
 @given(ops=_ops, order=st.sampled_from(["bfs", "dfs", "best"]), budget=st.sampled_from([None, 5]))
 def test_any_sequence_of_verbs_gives_what_the_memory_store_gives(redis_server, ops, order, budget):  # noqa: F811
-    """One worker, no leases in the way: claims (which URLs, in which order), counts, waits and
-    the end of the crawl must match the in-memory twin step by step."""
+    """One worker, no leases in the way: claims (which URLs, in which order), redirect targets,
+    counts, waits and the end of the crawl must match the in-memory twin step by step."""
     from spider.redisstore import RedisStore
     client = redis_server.client()
     client.flushall()
@@ -466,6 +467,13 @@ def test_any_sequence_of_verbs_gives_what_the_memory_store_gives(redis_server, o
             mem.reserve_host(f"{op[1]}.test", now + op[2])
         elif op[0] == "tick":
             now += op[1]
+        elif op[0] == "admit":   # a redirect target
+            e = QueueEntry(op[1], 1, 0, 0.0, "http://a.test/from")
+            r, m = red.admit_and_claim(e, now, op[2]), mem.admit_and_claim(e, now, op[2])
+            assert (r is None) == (m is None)
+            if r is not None:
+                assert (r.url, r.not_before) == (m.url, m.not_before)
+                held.append(r)
         rc, mc = red.refresh(), mem.refresh()
         assert (rc.pending, rc.in_flight, rc.crawled, rc.failed) == (mc.pending, mc.in_flight, mc.crawled, mc.failed)
 
