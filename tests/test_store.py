@@ -26,10 +26,14 @@ def one_second(host: str) -> float:
 
 
 def redis_store(request, **kw):
-    """A RedisStore on the session's redis-server, emptied first (skipped where none can be had)."""
+    """A RedisStore on the session's redis-server, emptied at a test's first store (so that two
+    stores of one test share a frontier, as two file stores of one folder do); skipped where no
+    redis-server can be had."""
     from spider.redisstore import RedisStore
     client = request.getfixturevalue("redis_server").client()
-    client.flushall()
+    if not getattr(request.node, "redis_emptied", False):
+        client.flushall()
+        request.node.redis_emptied = True
     return RedisStore(client, "test", **kw)
 
 
