@@ -1,5 +1,6 @@
-"""The frontier store: one contract suite for FileStore and its in-memory twin, then the parts
-only the file store has (sharing between processes, recovery after a kill, folding, torn lines)."""
+"""The frontier store: one contract suite for FileStore, its in-memory twin and the Redis store
+(on a real redis-server), then the parts only the file store has (sharing between processes,
+recovery after a kill, folding, torn lines). The Redis store's own parts: test_redisstore.py."""
 
 from __future__ import annotations
 
