@@ -4,6 +4,7 @@ with the file and memory stores are proven by the contract suite in test_store.p
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -36,6 +37,13 @@ def make(redis_server):  # noqa: F811
     return store
 
 
+def expire(store, host: str) -> None:
+    """Let the host's lease run out now (as if its holder had stalled for the whole lease),
+    without a test that depends on how long a sleep lasts on a loaded machine."""
+    store.r.hset(store.per_host("h", host), "luntil", 0)
+    store.r.zadd(store.key("leases"), {host: 0})
+
+
 def crawled(store, claim) -> bool:
     return store.settle(claim, "crawled", record=crawled_line(claim.url, 200, "text/html", 10, 0, 0))
 
@@ -55,24 +63,32 @@ def test_a_host_is_claimed_only_by_its_lease_holder(make):
 
 
 def test_an_expired_lease_gives_its_in_flight_urls_back(make):
-    one, two = make(1, lease=0.2), make(2, lease=30)
+    one, two = make(1), make(2)
     one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
     assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]       # then worker one stops answering
     assert urls(two.claim(5, 0.0, no_delay)) == []               # its lease still runs
-    time.sleep(0.4)
+    expire(one, "a.test")
     got = two.claim(5, 0.0, no_delay)
     assert sorted(urls(got)) == [A + "1", A + "2"]               # A1 came back to pending
     c = two.refresh()
     assert (c.pending, c.in_flight, c.in_flight_by_owner) == (0, 2, {2: 2})
 
 
+def test_a_lease_runs_out_on_redis_clock(make):
+    one, two = make(1, lease=0.2), make(2)
+    one.add([QueueEntry(A + "1")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]
+    time.sleep(0.5)                                             # longer than the lease: it has run out
+    assert urls(two.claim(5, 0.0, no_delay)) == [A + "1"]
+
+
 def test_a_stale_worker_cannot_settle_over_the_new_owner(make):
     """Worker one is paused past its lease (SIGSTOP, a long GC); two takes the host and the URL.
     One wakes up and settles: refused, nothing recorded; two's settle is the only record."""
-    one, two = make(1, lease=0.2), make(2, lease=30)
+    one, two = make(1), make(2)
     one.add([QueueEntry(A + "1")])
     [stale] = one.claim(1, 0.0, no_delay).claims
-    time.sleep(0.4)
+    expire(one, "a.test")
     [fresh] = two.claim(1, 0.0, no_delay).claims
     assert fresh.url == stale.url
     assert crawled(one, stale) is False
@@ -86,11 +102,11 @@ def test_a_stale_worker_cannot_settle_over_the_new_owner(make):
 def test_the_fencing_token_refuses_a_settle_from_an_earlier_lease(make):
     """The same worker id holds the URL again under a newer lease (a restarted worker with the
     same pid): a settle naming the old token is refused, the new claim stays in flight."""
-    old, again = make(1, lease=0.2), make(1, lease=30)
+    old, again = make(1), make(1)
     old.add([QueueEntry(A + "1")])
     [stale] = old.claim(1, 0.0, no_delay).claims
-    time.sleep(0.4)
-    [fresh] = again.claim(1, 0.0, no_delay).claims           # the tick took the expired lease back
+    expire(old, "a.test")
+    [fresh] = again.claim(1, 0.0, no_delay).claims           # the expired lease was taken back
     assert old._tokens[stale.url] != again._tokens[fresh.url]
     assert crawled(old, stale) is False
     assert again.refresh().in_flight == 1
@@ -177,8 +193,8 @@ WRITER = textwrap.dedent("""
         [e] = s.add([QueueEntry(f"http://h{i % 7}.test/{i}")])   # returns once Redis said OK
         print(e.url, flush=True)
         [c] = s.claim(1, 0.0, lambda h: 0.0).claims
-        s.settle(c, "crawled", record=c.url + "\\t200\\n")
-        print("done", c.url, flush=True)
+        if s.settle(c, "crawled", record=c.url + "\\t200\\n"):
+            print("done", c.url, flush=True)
         i += 1
 """)
 
@@ -276,3 +292,200 @@ def test_a_redirect_target_on_another_workers_host_is_left_to_it(make):
     assert A + "moved" in two.seen and two.refresh().pending == 1
     assert urls(one.claim(5, 0.0, no_delay)) == [A + "moved"]
     assert crawled(two, b)
+
+
+def test_a_retry_not_due_waits_also_for_its_hosts_slot(make):
+    """Asked before the retry's own time, the wait is the later of that time and its host's slot
+    (the contract test asks after the retry's time, when it is indexed already)."""
+    s = make()
+    s.add([QueueEntry(A + "1")])
+    [c] = s.claim(1, 10.0, no_delay).claims
+    assert s.settle(c, "retry", requeue=QueueEntry(A + "1", 0, 1, 20.0))
+    s.reserve_host("a.test", 30.0)
+    r = s.claim(5, 15.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(30.0)
+
+
+def test_host_state_text_hashes_and_logs_are_shared_by_workers(make):
+    from spider.politeness import HostState
+    one, two = make(1), make(2)
+    one.update_host("a.test", lambda st: HostState(12.5, 2.0, 3, "robots unavailable"))
+    assert two.host_state("a.test") == HostState(12.5, 2.0, 3, "robots unavailable")
+    two.reserve_host("a.test", 20.0)
+    one.reserve_host("a.test", 15.0)                             # only ever later
+    assert one.host_state("a.test").next_allowed == 20.0
+    assert one.first_with_text("h1", A + "1") == A + "1"
+    assert two.first_with_text("h1", A + "2") == A + "1"
+    one.log("fetch", "line 1\nline 2\n")
+    two.log("fetch", "line 3\n")
+    assert one.lines("fetch") == ["line 1\n", "line 2\n", "line 3\n"]
+
+
+def test_concurrent_host_updates_lose_none(make):
+    """update_host is read-change-write under WATCH: four workers adding one failure each, 50
+    times, at the same time, leave exactly 200."""
+    import threading
+    from dataclasses import replace
+    stores = [make(i) for i in range(4)]
+
+    def bump(s) -> None:
+        for _ in range(50):
+            s.update_host("a.test", lambda st: replace(st, failures=st.failures + 1))
+    threads = [threading.Thread(target=bump, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert stores[0].host_state("a.test").failures == 200
+
+
+WORKER = textwrap.dedent("""
+    import os, signal, sys, time
+    from spider.records import crawled_line
+    from spider.frontier.redisstore import RedisStore
+    url, owner, out, stop_after = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "a"), int(sys.argv[4])
+    s = RedisStore.from_url(url, "p", owner=owner, machine="m", lease=2.0, max_hosts=4)
+    fetched = 0
+    while True:
+        s.renew_leases()
+        r = s.claim(2, time.time(), lambda h: 0.0)
+        if r.finished:
+            break
+        if not r.claims:
+            time.sleep(0.05)
+        for c in r.claims:
+            print("fetch", c.url, file=out, flush=True)
+            fetched += 1
+            if fetched == stop_after:   # mid-fetch: the claim is in flight, not settled
+                os.kill(os.getpid(), signal.SIGKILL if owner == 1 else signal.SIGSTOP)
+            time.sleep(0.005)
+            ok = s.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 1, 0, 0))
+            print("done" if ok else "refused", c.url, file=out, flush=True)
+""")
+
+
+def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(start_redis, tmp_path: Path):  # noqa: F811
+    """Three worker processes share the frontier. Worker 1 is killed with -9 in the middle of a
+    fetch; worker 2 is stopped (SIGSTOP) in the middle of a fetch until another worker has taken
+    its host back and recorded that URL, then continued. Every URL is recorded exactly once; the
+    stopped worker's late settle is refused; refetches are at most what the two had in flight."""
+    from spider.frontier.redisstore import RedisStore
+    server = start_redis()
+    s = RedisStore(server.client(), "p", owner=9, machine="m")
+    want = [f"http://h{i % 10}.test/{i}" for i in range(300)]
+    s.add([QueueEntry(u) for u in want])
+    logs = [tmp_path / f"w{i}.txt" for i in (1, 2, 3)]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, server.url, str(i), str(logs[i - 1]),
+                               str(stop)], cwd=Path(__file__).parent.parent)
+             for i, stop in ((1, 20), (2, 30), (3, 0))]
+    try:
+        deadline = time.monotonic() + 120
+        held = None
+        while held is None and time.monotonic() < deadline:   # worker 2 stops itself at its 30th fetch
+            lines = logs[1].read_text().splitlines() if logs[1].exists() else []
+            if len([x for x in lines if x.startswith("fetch")]) == 30 and lines[-1].startswith("fetch"):
+                held = lines[-1].split()[1]
+            time.sleep(0.05)
+        assert held is not None
+        while time.monotonic() < deadline:   # until another worker has taken it back and recorded it
+            if any(x.startswith(held + "\t") for x in s.lines("crawled")):
+                break
+            time.sleep(0.05)
+        procs[1].send_signal(signal.SIGCONT)
+        for p in procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert procs[0].returncode == -signal.SIGKILL and procs[1].returncode == 0 == procs[2].returncode
+    recorded = [x.split("\t")[0] for x in s.lines("crawled")]
+    assert sorted(recorded) == sorted(want)                          # each exactly once
+    w2 = logs[1].read_text().splitlines()
+    assert f"refused {held}" in w2
+    fetches = [x.split()[1] for log in logs for x in log.read_text().splitlines() if x.startswith("fetch")]
+    assert set(fetches) == set(want)
+    assert 2 <= len(fetches) - len(want) <= 4                      # at most the two workers' claims of 2
+    c = s.refresh()
+    assert (c.pending, c.in_flight, c.crawled) == (0, 0, 300)
+
+
+# -- the same answers as the in-memory twin, for any sequence of verbs ---------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from spider.frontier.memory import MemoryStore  # noqa: E402
+from spider.order import Order  # noqa: E402
+
+_paths = st.sampled_from([f"http://{h}.test/{p}" for h in "abc" for p in range(6)])
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.lists(st.tuples(_paths, st.integers(0, 3)), max_size=4)),
+    st.tuples(st.just("claim"), st.integers(1, 4), st.sampled_from([0.0, 1.0])),
+    st.tuples(st.just("settle"), st.integers(0, 20), st.sampled_from(["crawled", "failed", "retry", "released"])),
+    st.tuples(st.just("reserve"), st.sampled_from("abc"), st.integers(0, 5)),
+    st.tuples(st.just("tick"), st.integers(1, 3)),
+    st.tuples(st.just("admit"), _paths, st.sampled_from([0.0, 1.0])),
+), max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_ops, order=st.sampled_from(["bfs", "dfs", "best"]), budget=st.sampled_from([None, 5]))
+def test_any_sequence_of_verbs_gives_what_the_memory_store_gives(redis_server, ops, order, budget):  # noqa: F811
+    """One worker, no leases in the way: claims (which URLs, in which order), redirect targets,
+    counts, waits and the end of the crawl must match the in-memory twin step by step."""
+    from spider.frontier.redisstore import RedisStore
+    client = redis_server.client()
+    client.flushall()
+    o = Order(order, prefer=("/1",), defer=("/4",))
+    red = RedisStore(client, "p", machine="m", order=o, max_pages=budget)
+    mem = MemoryStore(order=o, max_pages=budget)
+    now = 10.0
+    held: list = []
+    for op in ops:
+        if op[0] == "add":
+            es = [QueueEntry(u, d) for u, d in op[1]]
+            assert [e.url for e in red.add(es)] == [e.url for e in mem.add(es)]
+        elif op[0] == "claim":
+            delay = (lambda h, d=op[2]: d)
+            r, m = red.claim(op[1], now, delay), mem.claim(op[1], now, delay)
+            assert urls(r) == urls(m)
+            assert (r.pending, r.in_flight, r.finished, r.budget_reached) == \
+                (m.pending, m.in_flight, m.finished, m.budget_reached)
+            if not m.claims:
+                assert r.wait_until == (pytest.approx(m.wait_until) if m.wait_until is not None else None)
+            held += r.claims
+        elif op[0] == "settle" and held:
+            c = held.pop(op[1] % len(held))
+            kind = op[2]
+            again = {"retry": QueueEntry(c.url, c.entry.depth, c.entry.attempts + 1, now + 2),
+                     "released": c.entry}.get(kind)
+            record = crawled_line(c.url, 200, "text/html", 1, 0, 0) if kind in ("crawled", "failed") else None
+            assert red.settle(c, kind, record=record, requeue=again)
+            mem.settle(c, kind, record=record, requeue=again)
+        elif op[0] == "reserve":
+            red.reserve_host(f"{op[1]}.test", now + op[2])
+            mem.reserve_host(f"{op[1]}.test", now + op[2])
+        elif op[0] == "tick":
+            now += op[1]
+        elif op[0] == "admit":   # a redirect target
+            e = QueueEntry(op[1], 1, 0, 0.0, "http://a.test/from")
+            r, m = red.admit_and_claim(e, now, op[2]), mem.admit_and_claim(e, now, op[2])
+            assert (r is None) == (m is None)
+            if r is not None:
+                assert (r.url, r.not_before) == (m.url, m.not_before)
+                held.append(r)
+        rc, mc = red.refresh(), mem.refresh()
+        assert (rc.pending, rc.in_flight, rc.crawled, rc.failed) == (mc.pending, mc.in_flight, mc.crawled, mc.failed)
+
+
+def test_a_host_told_to_wait_long_is_let_go_for_another(make):
+    """With its share full, a worker whose host must wait (Retry-After: an hour) lets it go at
+    its next claim and takes a host that is ready."""
+    s = make(max_hosts=1, let_go=10.0)
+    s.add([QueueEntry(A + "1"), QueueEntry(A + "2"), QueueEntry(B + "1")])
+    [c] = s.claim(1, 0.0, no_delay).claims
+    assert crawled(s, c)
+    s.reserve_host("a.test", 3.0)
+    assert urls(s.claim(5, 1.0, no_delay)) == []                # a short wait: a.test is kept
+    s.reserve_host("a.test", 3600.0)
+    assert urls(s.claim(5, 1.0, no_delay)) == [B + "1"]

@@ -1,5 +1,6 @@
-"""The frontier store: one contract suite for FileStore and its in-memory twin, then the parts
-only the file store has (sharing between processes, recovery after a kill, folding, torn lines)."""
+"""The frontier store: one contract suite for FileStore, its in-memory twin and the Redis store
+(on a real redis-server), then the parts only the file store has (sharing between processes,
+recovery after a kill, folding, torn lines). The Redis store's own parts: test_redisstore.py."""
 
 from __future__ import annotations
 
@@ -27,10 +28,14 @@ def one_second(host: str) -> float:
 
 
 def redis_store(request, **kw):
-    """A RedisStore on the session's redis-server, emptied first (skipped where none can be had)."""
+    """A RedisStore on the session's redis-server, emptied at a test's first store (so that two
+    stores of one test share a frontier, as two file stores of one folder do); skipped where no
+    redis-server can be had."""
     from spider.frontier.redisstore import RedisStore
     client = request.getfixturevalue("redis_server").client()
-    client.flushall()
+    if not getattr(request.node, "redis_emptied", False):
+        client.flushall()
+        request.node.redis_emptied = True
     return RedisStore(client, "test", **kw)
 
 

@@ -15,16 +15,21 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
   admitted count, and its lease (``lowner``, ``luntil`` in server milliseconds, ``tok`` the fencing
   token, incremented at every new lease); ``P:leases``: hosts by lease expiry.
 - ``P:f:{host}``: in flight, url -> ``owner TAB token TAB key TAB line``; ``P:fhosts``: hosts with any.
-- ``P:seen:XYZ``: deduplication. 8-byte BLAKE2b fingerprints (``spider.seen.stable_fingerprint``'s
+- ``P:seen:XYZ``: deduplication. 8-byte BLAKE2b fingerprints (``spider.frontier.seen.stable_fingerprint``'s
   bytes) packed into 4,096 strings by their first 12 bits: ~12 bytes of Redis memory per known URL,
   never the URL itself. ``P:over:XYZ`` the same for URLs refused by the host budget (logged once).
 - ``P:log:NAME``: the lines of crawled.txt, failed.txt, rejected.txt and the other logs, a list of
   the same text lines the files hold. ``P:counts``: counters; ``P:owners``: in flight per owner;
-  ``P:texts``: first URL of each page text hash.
+  ``P:held:OWNER``: the hosts an owner leases; ``P:texts``: first URL of each page text hash.
+
+The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
+(with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
 
 Hosts are leased: a worker claims only URLs of a host it holds (owner, expiry, fencing token), so
 a host's politeness needs no coordination per request. A lease is taken at the first claim of the
-host, renewed by each claim and settle, and let go when the host has nothing left for its holder.
+host, renewed by each claim and settle, and let go when the host has nothing left for its holder
+or waits long, or at a clean stop (``close``); ``max_hosts`` caps how many a worker holds, so
+hosts spread over workers.
 An expired lease (its holder died or stalled) is taken back at the next claim of anyone: its
 in-flight URLs go back to pending and the token moves on, so the stalled worker's settle, which
 names its token, records nothing. Lease times are Redis's own clock (``TIME``), never a worker's.
@@ -63,7 +68,7 @@ local function k(name) return PFX .. ':' .. name end
 local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' end
 local function num(x) return string.format('%.0f', x) end
 local function is_recheck(line) return string.sub(line, -8) == '\trecheck' end
-local function url_of(line) return string.match(line, '^[^\t]*') end
+local function first_field(line) return string.match(line, '^[^\t]*') end
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -129,7 +134,7 @@ local function packed_add(key, fp)
 end
 local function end_lease(host)
   local o = redis.call('HGET', hk('h', host), 'lowner')
-  if o and redis.call('HINCRBY', k('held'), o, -1) <= 0 then redis.call('HDEL', k('held'), o) end
+  if o then redis.call('SREM', k('held:' .. o), host) end
   redis.call('HDEL', hk('h', host), 'lowner', 'luntil')
   redis.call('HINCRBY', hk('h', host), 'tok', 1)   -- a later settle under the old token is refused
   redis.call('ZREM', k('leases'), host)
@@ -163,7 +168,7 @@ local function hold(host, owner, ttl)
     tok = redis.call('HGET', h, 'tok')
   else
     tok = tostring(redis.call('HINCRBY', h, 'tok', 1))
-    redis.call('HINCRBY', k('held'), owner, 1)
+    redis.call('SADD', k('held:' .. owner), host)
   end
   local untl = server_ms() + tonumber(ttl)
   redis.call('HSET', h, 'lowner', owner, 'luntil', num(untl))
@@ -171,7 +176,7 @@ local function hold(host, owner, ttl)
   return tok
 end
 local function in_flight(host, owner, tok, key, line)
-  redis.call('HSET', hk('f', host), url_of(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
+  redis.call('HSET', hk('f', host), first_field(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
   redis.call('SADD', k('fhosts'), host)
   redis.call('HINCRBY', k('counts'), 'inflight', 1)
   redis.call('HINCRBY', k('owners'), owner, 1)
@@ -227,7 +232,8 @@ return 1
 """
 
 # select, the claim step's first half: ARGV 1 prefix, 2 now, 3 limit, 4 --max-pages ('' none),
-# 5 owner, 6 most hosts this owner may hold ('' no limit). Takes back expired leases, lets due retries join the index, then walks the index (best
+# 5 owner, 6 most hosts this owner may hold ('' no limit), 7 let go of a held host whose slot is
+# further than this many seconds away (Retry-After, backoff) and that has nothing in flight. Takes back expired leases, lets due retries join the index, then walks the index (best
 # key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
@@ -260,7 +266,17 @@ end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local index = room > 0 and k('hosts') or k('rhosts')
-local held = tonumber(redis.call('HGET', k('held'), ARGV[5]) or '0')
+for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. ARGV[5]))) do
+  local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
+  if nxt > now + tonumber(ARGV[7]) then
+    local busy = false
+    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
+      if first_field(v) == ARGV[5] then busy = true; break end
+    end
+    if not busy then end_lease(host) end
+  end
+end
+local held = redis.call('SCARD', k('held:' .. ARGV[5]))
 local ready, start = {}, 0
 while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
@@ -447,8 +463,12 @@ def _one_line_errors(fn: F) -> F:
         try:
             return fn(self, *args, **kw)
         except redis.RedisError as e:
-            raise StoreError(f"Redis store {self.prefix!r}: {type(e).__name__}: {e}") from None
+            raise _store_error(self.prefix, e) from None
     return guarded  # type: ignore[return-value]
+
+
+def _store_error(prefix: str, e: Exception) -> StoreError:
+    return StoreError(f"Redis store {prefix!r}: {type(e).__name__}: {e}")
 
 
 def _time_or_none(raw: bytes) -> float | None:
@@ -456,7 +476,7 @@ def _time_or_none(raw: bytes) -> float | None:
 
 
 def fingerprint(url: str) -> bytes:
-    """The URL's 8-byte BLAKE2b: the bytes of ``spider.seen.stable_fingerprint`` (little-endian)."""
+    """The URL's 8-byte BLAKE2b: the bytes of ``spider.frontier.seen.stable_fingerprint`` (little-endian)."""
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
@@ -473,7 +493,7 @@ class _Seen:
         try:
             bucket = self._store.r.get(self._store._bucket(fp)) or b""
         except redis.RedisError as e:
-            raise StoreError(f"Redis store {self._store.prefix!r}: {type(e).__name__}: {e}") from None
+            raise _store_error(self._store.prefix, e) from None
         return any(bucket[i:i + 8] == fp for i in range(0, len(bucket), 8))
 
 
@@ -484,11 +504,13 @@ class RedisStore:
     repeat across machines), the default being the host name. ``lease`` is a host lease in
     seconds: a worker that neither claims nor settles on a host for that long loses it.
     ``max_hosts``, when given, is the most hosts this worker leases at once (its share, so that
-    the hosts spread over all workers)."""
+    the hosts spread over all workers); a held host whose next slot is more than ``let_go``
+    seconds away (Retry-After, backoff) is let go at the next claim, if nothing of it is in flight."""
 
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
-                 order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None) -> None:
+                 order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None,
+                 let_go: float = 10.0) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -498,6 +520,7 @@ class RedisStore:
         self.order = order or Order()
         self.lease_ms = max(1, int(lease * 1000))
         self.max_hosts = max_hosts
+        self.let_go = let_go
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
@@ -526,7 +549,8 @@ class RedisStore:
     def key(self, name: str) -> str:
         return f"{self.prefix}:{name}"
 
-    def host_key(self, name: str, host: str) -> str:
+    def per_host(self, name: str, host: str) -> str:
+        """A key of one host's, hash-tagged by the host (one Redis Cluster slot for all of them)."""
         return f"{self.prefix}:{name}:{{{host}}}"
 
     def _bucket(self, fp: bytes) -> str:
@@ -593,7 +617,7 @@ class RedisStore:
         takes their URLs (the hosts' delays come from ``delay_for`` in between)."""
         cap = "" if self.max_pages is None else str(self.max_pages)
         share = "" if self.max_hosts is None else str(self.max_hosts)
-        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who, share])
+        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who, share, repr(self.let_go)])
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:
@@ -609,7 +633,7 @@ class RedisStore:
                 wait = w if wait is None else min(wait, w)
             pending, in_flight = int(got[1]), int(got[2])
             for line, token in zip(got[3::2], got[4::2]):
-                entry = parse_queue_line(line.decode("utf-8", "surrogateescape"))
+                entry = parse_queue_line(line.decode("utf-8", "replace"))
                 self._tokens[entry.url] = token.decode()
                 self._held.add(host_key(entry.url))
                 taken.append(Claim(entry, self.owner))
@@ -670,14 +694,14 @@ class RedisStore:
     # -- hosts -----------------------------------------------------------------------------------
     @_one_line_errors
     def host_state(self, host: str) -> HostState:
-        nxt, delay, failures, reason = self.r.hmget(self.host_key("h", host), "next", "delay", "failures", "reason")
+        nxt, delay, failures, reason = self.r.hmget(self.per_host("h", host), "next", "delay", "failures", "reason")
         return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
 
     @_one_line_errors
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
         """Apply a politeness rule to the host's shared state: optimistic (WATCH, MULTI/EXEC),
         tried again if another worker changed the host in between."""
-        key = self.host_key("h", host)
+        key = self.per_host("h", host)
 
         def apply(pipe: Any) -> HostState:
             new = change(self.host_state(host))
@@ -709,5 +733,5 @@ class RedisStore:
     @_one_line_errors
     def lines(self, name: str) -> list[str]:
         """The lines of a log, as its file would hold them."""
-        return [x.decode("utf-8", "surrogateescape") for x in self.r.lrange(self.key(f"log:{name}"), 0, -1)]
+        return [x.decode("utf-8", "replace") for x in self.r.lrange(self.key(f"log:{name}"), 0, -1)]
 
