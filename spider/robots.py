@@ -134,7 +134,7 @@ def from_fetch(status: int | None, body: bytes, fetched_at: float, previous: Rul
     on after --max-attempts tries instead of keeping a crawl alive forever."""
     if status is not None and 200 <= status < 300:
         text = body[:MAX_BODY].decode("utf-8", "replace")   # non-UTF-8 bytes tolerated
-        return Rules(status, fetched_at, text, "rules")
+        return Rules(status, fetched_at, _defang(text), "rules")
     if status is not None and 400 <= status < 500:
         return Rules(status, fetched_at, "", "allow-all")
     tries = previous.attempts + 1 if previous is not None and previous.mode == "disallow-all" else 1
@@ -213,6 +213,22 @@ class _Matcher:
         return True
 
 
+_BREAKS = re.compile("\r\n?|[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _defang(text: str) -> str:
+    """A robots.txt body that ``cat robots/*.txt`` cannot turn into terminal commands, with the
+    same rules: every line break Protego splits at (``str.splitlines``) becomes LF, and every
+    other control character (ESC, BEL, DEL, C1, bidi controls) its percent-encoding, which is
+    what Protego compares paths and patterns in anyway. (A US, ``\\x1f``, at the very end of a
+    line was stripped by Protego and now stays as ``%1F``.) A byte becomes 3 characters at most."""
+    text = _BREAKS.sub("\n", text)
+    if _CONTROLS.search(text) is None:
+        return text
+    return _CONTROLS.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), text)
+
+
 def cache_name(host: str) -> str:
     """The cache file of a host: a readable prefix and a hash of the whole ``host[:port]``.
 
@@ -268,7 +284,8 @@ class RobotsCache:
         or a fetch time later than now: fresh for ever, or a host waiting until then)."""
         try:
             with open(self.dir / cache_name(host), encoding="utf-8") as f:
-                text = f.read(MAX_BODY + 64 * 1024)   # the body is cut at MAX_BODY: more is not ours
+                # the body is cut at MAX_BODY bytes, each at most 3 characters once _defang-ed
+                text = f.read(3 * MAX_BODY + 64 * 1024)
                 if f.read(1):
                     return None
             r = load(text)

@@ -128,6 +128,7 @@ def _hostile_site(site: TestSite) -> None:
     site.route("/nul", raw=_raw(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\x00\r\nContent-Length: 36\r\n\r\n"
                                 b"<html><a href='/hidden'>h</a></html>"))
     site.route("/hidden", body="<html>h</html>")
+    _robots(site, "# \x1b]0;pwned\x07\x1b[2J\u202e\nUser-agent: *\nDisallow: /\x1b[31m\n")
 
 
 def _raw(data: bytes):  # type: ignore[no-untyped-def]
@@ -141,9 +142,10 @@ def test_no_control_character_from_a_server_reaches_a_file_or_an_export(projects
     # export (`cat crawled.txt` ran the terminal's escape sequences: clear screen, set title),
     # and a title starting with '=' went into the CSV as a formula.
     _hostile_site(site)
-    crawl(projects_dir, "p", site.url("/"), "--ignore-robots", "--max-attempts", "1")
+    crawl(projects_dir, "p", site.url("/"), "--max-attempts", "1")
     folder = projects_dir / "p"
     crawled = {r[0]: r for r in rows(folder / "crawled.txt")}
+    assert site.hits["/robots.txt"] == 1 and (folder / "robots").is_dir()
     assert crawled[site.url("/ct")][2] == "text/plain\\x1b[31m\\x07\\x1b]0"   # cut at the ";"
     assert crawled[site.url("/go")][:2] == [site.url("/go"), "302"]   # its target percent-encoded
     title = crawled[site.url("/")][10]

@@ -473,3 +473,33 @@ def test_answers_are_protegos_on_a_big_wildcard_file() -> None:
     for _ in range(300):
         u = url(f"/{rng.choice('ax')}{rng.randrange(3000)}/p{rng.randrange(3000)}/{rng.choice(['x', 'y.html', 'p.htmlx'])}")
         assert rules.allowed(u, "spider") == reference.can_fetch(u, "spider"), u
+
+
+_CONTROL_PIECES = ["\x1b[31m", "\x07", "\x00", "\x7f", "\x9b", "\u202e", "\r", "\r\n", "\x0b", "\x0c", "\x85",
+                   "\u2028", "\x1c", "\t", " ", "/", "a", "*", "$", "#", "\n", "Disallow: ", "Allow: ",
+                   "User-agent: *\n", "User-agent: spider\n", "%1B", "%"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.lists(st.sampled_from(_CONTROL_PIECES), max_size=40).map("".join),
+       paths=st.lists(st.lists(st.sampled_from(["a", "/", "%1B", "\x1b", "%07", "\u202e", "%E2%80%AE", "x"]),
+                               max_size=6).map("".join), min_size=1, max_size=10))
+def test_a_body_with_control_characters_is_kept_without_them_and_means_the_same(body: str, paths: list[str]) -> None:
+    # robots/*.txt held the body as received: ESC and BEL went to the terminal of whoever ran cat.
+    rules = from_fetch(200, body.encode("utf-8"), T0)
+    back = load(dump(rules, "http://example.com/robots.txt"))
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e]", back.body)
+    reference = Protego.parse(body)
+    for path in paths:
+        u = url("/" + path)
+        assert rules.allowed(u, "spider") == back.allowed(u, "spider") == reference.can_fetch(u, "spider"), (body, u)
+
+
+def test_a_body_of_control_characters_is_read_back_by_another_worker(tmp_path: Path) -> None:
+    """Escaped, the body can be three times its 500 KiB: still a cache file, not garbage."""
+    clock = Clock()
+    body = b"User-agent: *\nDisallow: /x\n" + "\u202e".encode() * (MAX_BODY // 3)
+    r, fetched = RobotsCache(tmp_path, clock).get("example.com", CountingFetch(clock, (200, body)))
+    assert fetched and len(r.body) > 2 * MAX_BODY
+    other = RobotsCache(tmp_path, clock).known("example.com")
+    assert other is not None and other.body == r.body and not other.allowed(url("/x"), "spider")
