@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sitekit import TestSite
-from spider.robots import cache_name, dump, load, Rules
-from test_hostile import FAST, assert_state_files_parse, cli, crawl, page_hits, rows, urls_in
+from spider.robots import Rules, cache_name, dump, load
+from test_hostile import assert_state_files_parse, cli, crawl, page_hits, rows, urls_in
 
 LONG_HOST = ".".join(["a" * 63] * 3) + "." + "b" * 61     # 253 characters: the longest valid name
 
