@@ -21,8 +21,8 @@ a cache file: the host's robots.txt is fetched again and the file replaced.
 Checking a URL is Protego's answer, computed faster for big files: a robots.txt of 24,000
 wildcard rules costs Protego ~20 ms per URL (every wildcard rule is tried in turn), so the
 rules of the group that applies are indexed once by a literal piece each must find in the URL
-(``_Matcher``), only the rules whose piece occurs are tried, and the last answers are kept
-(``ANSWERS`` per host). ``tests/test_robots.py`` checks the answers equal Protego's.
+(``_Matcher``), only the rules whose piece occurs are tried, and for a big file the last answers
+are kept (``ANSWERS`` per host). ``tests/test_robots.py`` checks the answers equal Protego's.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ MAX_HOPS = 5
 PENDING = 30.0   # how long a claim holds a host whose robots.txt is being fetched
 CLOCK_SKEW = 60.0   # a cache file written this far "in the future" is still believed
 ANSWERS = 4096   # per host and worker: URLs whose answer is kept (a page's links, then its claims)
+BIG = 64 * 1024  # ... only for a robots.txt this long: a small one is checked as fast as looked up
 _PREFIX = 64     # characters of the host kept readable in a cache file name
 
 
@@ -66,8 +67,8 @@ class Rules:
     mode: str = "allow-all"     # "rules", "allow-all" or "disallow-all"
     attempts: int = 1           # consecutive fetches that ended in disallow-all (server error)
     _parsed: Protego | None = field(default=None, repr=False)
-    _matchers: dict[str, _Matcher | None] = field(default_factory=dict, repr=False)
-    _answers: OrderedDict[tuple[str, str], bool] = field(default_factory=OrderedDict, repr=False)
+    _matchers: dict[str, _Matcher | None] = field(default_factory=dict, repr=False, compare=False)
+    _answers: OrderedDict[tuple[str, str], bool] = field(default_factory=OrderedDict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # nan or inf here made the host's "retry at" time nan: claimed and released forever.
@@ -89,6 +90,8 @@ class Rules:
             return True
         if self.mode == "disallow-all":
             return False
+        if len(self.body) < BIG:
+            return self._check(url, agent)
         key = (agent, url)
         answer = self._answers.get(key)
         if answer is None:
