@@ -37,6 +37,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlparse
 
 from protego import Protego
 
@@ -145,8 +146,7 @@ def from_fetch(status: int | None, body: bytes, fetched_at: float, previous: Rul
 
 
 def _path_is_robots(url: str) -> bool:
-    from urllib.parse import urlparse
-    return urlparse(url).path == "/robots.txt"
+    return urlparse(url).path == "/robots.txt"   # Protego's own exception, kept as it has it
 
 
 class _Matcher:
