@@ -23,7 +23,12 @@ fields ``FIELDS``, in that order:
 | state          | ``crawled``, ``failed``, ``removed`` or ``inactive`` (see below)          |
 
 A field written ``-`` (or left empty) in a file is null in JSONL and an empty cell in CSV;
-``status``, ``bytes``, ``depth`` and ``outlinks`` are JSON integers. ``lastmod.txt`` is not exported.
+``status``, ``bytes``, ``depth`` and ``outlinks`` are JSON integers. Text goes out as the files
+hold it, except what a terminal or a spreadsheet would act on (files written by hand or by an
+older version may hold it): control characters are escaped as in the files
+(``records.safe_text``: ``\\x1b``), and a CSV cell that starts with ``=``, ``+``, ``-``, ``@``, TAB
+or CR gets a ``'`` in front, as OWASP's "CSV Injection" page advises, so that a spreadsheet shows
+a title like ``=HYPERLINK(...)`` as text instead of running it as a formula. ``lastmod.txt`` is not exported.
 Redirect hops are records too (their 3xx status, ``final_url`` = the target). URLs that appear only
 in ``checks.txt`` or ``removed.txt`` (no crawled/failed line) give no record.
 
@@ -77,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
+from .records import safe_text
 from .recrawl import BODY_FIELDS
 from .frontier.seen import SeenSet
 
@@ -417,24 +423,47 @@ def _records(folder: Path, skipped: Skipped) -> Iterator[dict]:
 # ----------------------------------------------------------------------------- writing
 
 
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")   # OWASP, CSV Injection: what starts a formula
+
+
+def _safe(rec: dict) -> dict:
+    return {k: safe_text(v) if isinstance(v, str) else v for k, v in rec.items()}
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: null is empty, a formula-like text gets a ``'``.
+
+    >>> [csv_cell(v) for v in (None, 3, "=1+1", "-x", "@SUM(A1)", "Docs home", "a\\x1bb")]
+    ['', 3, "'=1+1", "'-x", "'@SUM(A1)", 'Docs home', 'a\\\\x1bb']
+    """
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return value
+    text = safe_text(value)
+    return "'" + text if text.startswith(_FORMULA) else text
+
+
 def write_jsonl(recs: Iterable[dict], out: TextIO) -> int:
-    """One JSON object per line (UTF-8 as is, not \\u-escaped); returns how many."""
+    """One JSON object per line (UTF-8 as is, not \\u-escaped, but no control characters: JSON
+    would escape C0 but leave DEL, C1 and U+2028 raw); returns how many."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     n = 0
     for rec in recs:
-        out.write(encode(rec) + "\n")
+        out.write(encode(_safe(rec)) + "\n")
         n += 1
     return n
 
 
 def write_csv(recs: Iterable[dict], out: TextIO) -> int:
     """A header row then one row per record (csv module quoting; null is an empty cell; lines end
-    with ``\\n``: open a file with ``newline=""``); returns how many records."""
+    with ``\\n``: open a file with ``newline=""``); returns how many records. Cells go through
+    ``csv_cell``."""
     w = csv.writer(out, lineterminator="\n")
     w.writerow(FIELDS)
     n = 0
     for rec in recs:
-        w.writerow(["" if rec[k] is None else rec[k] for k in FIELDS])
+        w.writerow([csv_cell(rec[k]) for k in FIELDS])
         n += 1
     return n
 

@@ -14,6 +14,7 @@ can go to a WARC file (``spider/warc.py``) while the crawler sees the decoded bo
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import threading
@@ -26,9 +27,12 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.hooks import default_hooks
 from requests.structures import CaseInsensitiveDict
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .config import CrawlConfig
 from .policy import PAUSED, FetchFailure
+from .records import safe_text
 from .warc import Exchange, WarcWriter, request_head, response_head
 
 try:   # brotli >= 1.2 can bound its output (output_buffer_limit); an older one could be bombed
@@ -43,6 +47,7 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 ACCEPT_ENCODING = "gzip, deflate" + (", br" if _BROTLI else "")
 DECODABLE = frozenset({"identity", "gzip", "x-gzip", "deflate"} | ({"br"} if _BROTLI else set()))
 _CHUNK = 65536
+MAX_INTERIM = 100   # interim (1xx) responses skipped before one request's final response
 
 
 class _TooSlow(BaseException):   # not an Exception: no handler on the way may swallow it
@@ -107,7 +112,7 @@ def _deadline(seconds: float) -> Iterator[None]:
 class Response:
     url: str
     status: int
-    content_type: str        # media type only, lowercased ("" when the server sent none)
+    content_type: str        # parse_content_type's media type ("" when the server sent none)
     charset: str | None
     body: bytes              # the decoded body for HTML; empty for other types
     size: int                # bytes received (decoded), or the declared length when not downloaded
@@ -123,10 +128,22 @@ class Response:
 
 
 def parse_content_type(value: str | None) -> tuple[str, str | None]:
+    """The media type and charset of a Content-Type header; the media type is what the crawler
+    records and what decides whether the body is parsed, so both see the same text.
+
+    It is written as a record field would be (``records.safe_text``): a NUL or ESC in it stays
+    visible (``text/html\\x00``) and such a type is not HTML. Before, ``text/html\\x00`` was
+    recorded as ``text/html`` (the record's cleaning dropped the NUL) but not parsed.
+
+    >>> parse_content_type('Text/HTML; charset="UTF-8"')
+    ('text/html', 'UTF-8')
+    >>> parse_content_type("text/html\\x00")
+    ('text/html\\\\x00', None)
+    """
     if not value:
         return "", None
     parts = value.split(";")
-    media = parts[0].strip().lower()
+    media = safe_text(parts[0]).strip().lower()
     charset = None
     for p in parts[1:]:
         k, _, v = p.partition("=")
@@ -360,6 +377,53 @@ def _peer_address(raw: object, original: object) -> str | None:
     return None
 
 
+class _FinalResponse(http.client.HTTPResponse):
+    """http.client skips ``100 Continue`` and nothing else, so a ``103 Early Hints`` came back as
+    the response (the page failed as ``103``) and the real one stayed unread on a connection
+    kept for the next request. RFC 9110 15.2: a client ignores the 1xx responses it did not ask
+    for (101 Switching Protocols ends the exchange: it stays the answer)."""
+
+    def _read_status(self):  # type: ignore[no-untyped-def]
+        for _ in range(MAX_INTERIM):
+            version, status, reason = super()._read_status()
+            if not 100 < status < 200 or status == 101:
+                return version, status, reason   # begin() itself skips 100
+            http.client._read_headers(self.fp)  # type: ignore[attr-defined]  # the interim headers
+        raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
+
+
+class _Connection(HTTPConnection):
+    response_class = _FinalResponse
+
+
+class _TLSConnection(HTTPSConnection):
+    response_class = _FinalResponse
+
+
+class _Pool(HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+class _Adapter(HTTPAdapter):
+    """requests' adapter, with connections that read past interim responses (``_FinalResponse``)."""
+
+    POOLS = {"http": _Pool, "https": _TLSPool}
+
+    def init_poolmanager(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = self.POOLS
+
+    def proxy_manager_for(self, proxy, **kwargs):  # type: ignore[no-untyped-def]
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if hasattr(manager, "pool_classes_by_scheme"):
+            manager.pool_classes_by_scheme = self.POOLS
+        return manager
+
+
 class Fetcher:
     """One worker's HTTP client. With ``warc``, every exchange that got a response is also
     written there (the fetcher owns the writer from then on: ``close`` closes it)."""
@@ -371,7 +435,7 @@ class Fetcher:
         self.session.headers.update({"User-Agent": config.user_agent,
                                      "Accept-Encoding": ACCEPT_ENCODING,
                                      "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"})
-        adapter = HTTPAdapter(pool_connections=64, pool_maxsize=4, max_retries=0)
+        adapter = _Adapter(pool_connections=64, pool_maxsize=4, max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         # requests re-reads the proxy environment on every request (0.6 ms each, measured);

@@ -2,8 +2,15 @@
 
 Every state file follows the same rule: the line starts with an absolute URL, optional fields
 follow after a TAB, blank lines and lines starting with ``#`` are ignored. URLs that went through
-``spider.urls.normalize`` can hold no TAB, CR, LF or NUL; every other field is passed through
-``clean`` before it is written, so nothing a server sends can break the line format.
+``spider.urls.normalize`` can hold no control character (they are percent-encoded); every other
+field is passed through ``clean`` before it is written, so nothing a server sends can break the
+line format or reach a terminal that shows the file (``cat crawled.txt``):
+
+- TAB, CR, LF and the other characters ``str.splitlines()`` breaks lines at (VT, FF, FS, GS, RS,
+  NEL, U+2028, U+2029) become a space;
+- every other control character (the rest of C0 with NUL, ESC and BEL; DEL; C1), the bidi
+  controls that reorder what a terminal shows (U+202A-U+202E, U+2066-U+2069) and lone
+  surrogates are written as visible escapes: ``\x1b``, ``\x7f``, ``\u202e``.
 
 | file         | fields after the URL                                               |
 |--------------|--------------------------------------------------------------------|
@@ -17,6 +24,7 @@ follow after a TAB, blank lines and lines starting with ``#`` are ignored. URLs 
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +38,38 @@ MAX_TITLE = 300   # characters of a page title kept in crawled.txt
 FAILED_HEADER = "# url\treason\tdepth\tfetched_at\n"
 REJECTED_HEADER = "# url_or_line\treason\tsource\n"
 
-# TAB, NUL, and every character str.splitlines() treats as a line break.
-_BAD = str.maketrans({c: " " for c in "\t\r\n\x00\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+# TAB and every character str.splitlines() treats as a line break: a space.
+_BREAKS = "\t\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Everything a terminal may act on or that reorders text: shown as an escape.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    if c in _BREAKS:
+        return " "
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def _escape_keeping_newlines(m: re.Match[str]) -> str:
+    return "\n" if m.group() == "\n" else _escape(m)
+
+
+def safe_text(text: str, *, lines: bool = False) -> str:
+    """``text`` with no character a terminal acts on: line breaks and TAB as a space (kept as
+    they are when ``lines``: errors.log's tracebacks), other controls as visible escapes.
+
+    >>> safe_text("a\\tb\\x1b[31mc\\x07\\u2028d\\u202e")
+    'a b\\\\x1b[31mc\\\\x07 d\\\\u202e'
+    """
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(_escape_keeping_newlines if lines else _escape, text)
 
 
 def clean(value: object) -> str:
-    """A field safe for the line format: no TAB, CR, LF or NUL, never empty."""
-    text = str(value).translate(_BAD).strip()
+    """A field safe for the line format and a terminal (``safe_text``), stripped, never empty."""
+    text = safe_text(str(value)).strip()
     return text or "-"
 
 

@@ -26,7 +26,7 @@ from .policy import PAUSED, REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, c
 from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
-from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, utc_stamp
+from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, safe_text, utc_stamp
 from .scope import Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
@@ -474,7 +474,8 @@ class Spider:
 
     def _log_error(self, url: str, exc: BaseException) -> None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.store.log("errors", f"{utc_stamp()} pid {os.getpid()} {url}\n{text}\n")
+        # the exception's message may quote what a server sent: no terminal escapes from it
+        self.store.log("errors", f"{utc_stamp()} pid {os.getpid()} {url}\n{safe_text(text, lines=True)}\n")
 
     def close(self) -> None:
         self.fetcher.close()

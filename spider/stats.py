@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .census import Sample, pattern, trap_alarm
-from .records import is_data, utc_stamp
+from .records import clean, is_data, utc_stamp
 from .safefs import append_text, atomic_write
 from .frontier.view import identity
 
@@ -228,9 +228,9 @@ class StatsRecorder:
         top_pattern, top_pending = top[0] if top else ("-", 0)
         top_pending *= self._every or 1   # an estimate when the census samples
         discovered = pending + in_flight + crawled + hops + failed + rejected_claims
-        rejected = ";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())) or "-"
+        rejected = clean(";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())))
         line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
-                f"{discovered}\t{self.duplicates}\t{self.bytes}\t{top_pattern}\t{top_pending}\t{rejected}\t"
+                f"{discovered}\t{self.duplicates}\t{self.bytes}\t{clean(top_pattern)}\t{top_pending}\t{rejected}\t"
                 f"{self.seen_again}\n")
         path = self.folder / STATS
         if not path.exists():

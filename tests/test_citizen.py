@@ -34,7 +34,7 @@ from spider.crawl import budget_lines
 from spider.frontier.memory import MemoryStore
 from spider.politeness import PARK_FOR, HostState, parse_host_line
 from spider.records import QueueEntry, is_data, parse_queue_line
-from spider.robots import load as load_robots
+from spider.robots import cache_name, load as load_robots
 from conftest import FakeClock, run_until_done as run
 from spider.spider import Spider, robots_hop_ready
 from spider.urls import host_key
@@ -226,7 +226,7 @@ def test_disallowed_urls_are_never_requested_and_rejected_with_their_source(site
     assert (site.url("/private/seed.html"), "robots", "-") in rejected    # a seed: refused just before the request
     assert {r[1] for r in rows(folder / "rejected.txt")} == {"robots"}
     assert urls_in(folder / "failed.txt") == [] and queue_entries(folder) == []
-    cached = load_robots((folder / "robots" / f"127.0.0.1_{site.port}.txt").read_text(encoding="utf-8"))
+    cached = load_robots((folder / "robots" / cache_name(f"127.0.0.1:{site.port}")).read_text(encoding="utf-8"))
     assert cached.mode == "rules" and cached.status == 200
 
 
@@ -267,7 +267,7 @@ def test_robots_404_allows_everything(site: TestSite, projects_dir: Path) -> Non
     assert site.hits["/robots.txt"] == 1
     assert sorted(urls_in(folder / "crawled.txt")) == sorted(site.url(p) for p in ("/", "/private/a.html", "/b.html"))
     assert rows(folder / "rejected.txt") == []
-    cached = load_robots((folder / "robots" / f"127.0.0.1_{site.port}.txt").read_text(encoding="utf-8"))
+    cached = load_robots((folder / "robots" / cache_name(f"127.0.0.1:{site.port}")).read_text(encoding="utf-8"))
     assert (cached.mode, cached.status) == ("allow-all", 404)
 
 
@@ -319,7 +319,7 @@ def test_robots_txt_redirect_is_followed(site: TestSite, projects_dir: Path) -> 
     assert site.hits["/robots.txt"] == 1 and site.hits["/real-robots.txt"] == 1
     assert site.hits["/secret"] == 0 and site.hits["/open"] == 1
     assert [r[:2] for r in rows(folder / "rejected.txt")] == [[site.url("/secret"), "robots"]]
-    cached = load_robots((folder / "robots" / f"127.0.0.1_{site.port}.txt").read_text(encoding="utf-8"))
+    cached = load_robots((folder / "robots" / cache_name(f"127.0.0.1:{site.port}")).read_text(encoding="utf-8"))
     assert cached.mode == "rules" and "Disallow: /secret" in cached.body
     # --delay 0: the hop is sent at once (it used to wait for the 30 s hold of robots.txt pending)
     times = {path: t for t, path, _ in site.log}
@@ -378,7 +378,7 @@ def test_robots_txt_is_fetched_once_per_host_by_four_workers(site: TestSite, mak
     pids = {r[1] for r in rows(folder / "fetch.log") if not r[5].endswith("/robots.txt")}
     assert len(pids) >= 2, "only one worker fetched pages: the test did not exercise concurrency"
     assert sorted(p.name for p in (folder / "robots").glob("*.txt")) == sorted(
-        [f"127.0.0.1_{site.port}.txt", f"127.0.0.2_{other.port}.txt"])
+        [cache_name(f"127.0.0.1:{site.port}"), cache_name(f"127.0.0.2:{other.port}")])
 
 
 def test_crawl_delay_spaces_the_requests(site: TestSite, projects_dir: Path) -> None:

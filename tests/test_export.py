@@ -15,7 +15,7 @@ import pytest
 
 from spider.export import FIELDS, Skipped, export, records, write_csv, write_jsonl
 from spider.recrawl import check_line
-from spider.records import CRAWLED_HEADER, FAILED_HEADER, crawled_line, failed_line
+from spider.records import CRAWLED_HEADER, FAILED_HEADER, crawled_line, failed_line, safe_text
 
 T0 = calendar.timegm((2026, 1, 1, 10, 0, 0))
 
@@ -274,21 +274,40 @@ def test_lines_appended_during_the_export_are_not_read(tmp_path: Path) -> None:
     assert [r["bytes"] for r in records(p)] == [1, 3, 4]   # a new export sees them
 
 
-def test_hostile_text_round_trips() -> None:
+def test_hostile_text_round_trips_as_safe_text() -> None:
     """Whatever a field holds (the writers do not rely on the crawler's cleaning), both formats
-    give it back exactly."""
-    nasty = 'a,b "c" \'d\'\n second line\r\n\ttab ; =SUM(A1) \u2028 蜘蛛 🕷'
+    give it back as the files would hold it: quoting, commas, quotes and any script survive;
+    line breaks are a space, other control characters an escape (``records.safe_text``)."""
+    nasty = 'a,b "c" \'d\'\n second line\r\n\ttab ; =SUM(A1) \u2028 \x1b[2J\x85\x9b 蜘蛛 🕷'
+    safe = 'a,b "c" \'d\'  second line   tab ; =SUM(A1)   \\x1b[2J \\x9b 蜘蛛 🕷'
+    assert safe_text(nasty) == safe
     rec = dict.fromkeys(FIELDS)
     rec.update(url="https://a.test/?q=1,2", title=nasty, canonical='"', content_type="", status=200,
                bytes=0, depth=0, outlinks=12, state="crawled")
     out = io.StringIO(newline="")
     assert write_csv([rec, rec], out) == 2
     rows = list(csv.DictReader(io.StringIO(out.getvalue(), newline="")))
-    assert len(rows) == 2 and rows[0] == as_csv_row(rec)
+    assert len(rows) == 2 and rows[0] == as_csv_row({**rec, "title": safe})
     out = io.StringIO()
     assert write_jsonl([rec], out) == 1
-    assert out.getvalue().count("\n") == 1   # the newline in the title is escaped
-    assert json.loads(out.getvalue()) == rec
+    assert out.getvalue().count("\n") == 1
+    assert json.loads(out.getvalue()) == {**rec, "title": safe}
+
+
+@pytest.mark.parametrize("title", ["=1+1", "+1", "-1", "@SUM(A1)", "=HYPERLINK(\"http://x/\",\"y\")"])
+def test_a_csv_cell_that_a_spreadsheet_would_run_starts_with_a_quote(tmp_path: Path, title: str) -> None:
+    # OWASP "CSV Injection": cells starting with = + - @ TAB CR are formulas to a spreadsheet.
+    p = tmp_path / "p"
+    p.mkdir()
+    (p / "crawled.txt").write_text(crawled_line("https://a.test/", 200, "text/html", 1, 0, T0, title=title,
+                                                content_hash="0" * 32, outlinks=0))
+    out = io.StringIO(newline="")
+    export(p, "csv", out)
+    [row] = list(csv.DictReader(io.StringIO(out.getvalue(), newline="")))
+    assert row["title"] == "'" + title and row["url"] == "https://a.test/"
+    out = io.StringIO()
+    export(p, "jsonl", out)
+    assert json.loads(out.getvalue())["title"] == title   # JSON is not a spreadsheet: as it is
 
 
 class LineCounter:

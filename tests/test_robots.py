@@ -6,12 +6,16 @@ fetch function, and time is a fake clock.
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
+from protego import Protego
 
 from spider.config import DEFAULT_USER_AGENT
-from spider.robots import (FRESH_FOR, MAX_BODY, RETRY_UNAVAILABLE, RobotsCache, Rules, cache_name,
+from spider.robots import (BIG, FRESH_FOR, MAX_BODY, RETRY_UNAVAILABLE, RobotsCache, Rules, cache_name,
                            dump, from_fetch, load, product_token)
 
 T0 = 1_700_000_000.0
@@ -229,9 +233,28 @@ def test_load_rejects_an_unknown_mode_and_a_missing_time() -> None:
 
 
 def test_cache_name_is_a_safe_file_name() -> None:
-    assert cache_name("Example.COM") == "example.com.txt"
-    assert cache_name("127.0.0.1:8080") == "127.0.0.1_8080.txt"
+    assert re.fullmatch(r"example\.com-[0-9a-f]{16}\.txt", cache_name("Example.COM"))
+    assert cache_name("Example.COM") == cache_name("example.com")
+    assert re.fullmatch(r"127\.0\.0\.1_8080-[0-9a-f]{16}\.txt", cache_name("127.0.0.1:8080"))
     assert "/" not in cache_name("../../etc/passwd") and cache_name("../x").endswith(".txt")
+    # the old names were the host with [^a-z0-9.-] made "_": these two shared one file
+    assert cache_name("a:8080") != cache_name("a_8080")
+
+
+@pytest.mark.parametrize("host", [
+    ".".join(["a" * 63] * 3) + "." + "b" * 61,              # 253 characters: the longest valid host
+    ".".join(["a" * 63] * 3) + "." + "b" * 61 + ":65535",
+    "x" * 5000, "\u00e9" * 300, "\udcff" * 10,
+])
+def test_cache_name_stays_short_for_any_host(host: str, tmp_path: Path) -> None:
+    # A 253-character host failed every URL as 'internal error' (OSError: File name too long).
+    name = cache_name(host)
+    assert re.fullmatch(r"[a-z0-9._-]+-[0-9a-f]{16}\.txt", name) and len(name) <= 90
+    clock = Clock()
+    cache = RobotsCache(tmp_path, clock)
+    r, fetched = cache.get(host, CountingFetch(clock, (200, b"User-agent: *\nDisallow: /x\n")))
+    assert fetched and (tmp_path / "robots" / name).is_file()
+    assert not RobotsCache(tmp_path, clock).known(host).allowed("http://h/x", "spider")
 
 
 # ============================================================================ RobotsCache
@@ -267,7 +290,7 @@ def test_get_fetches_once_and_writes_the_cache_file(tmp_path: Path) -> None:
     r, fetched = cache.get("example.com", fetch)
     assert fetched and fetch.calls == 1
     assert not r.allowed(url("/private/x"), "spider")
-    path = tmp_path / "robots" / "example.com.txt"
+    path = tmp_path / "robots" / cache_name("example.com")
     text = path.read_text(encoding="utf-8")
     assert "url: http://example.com/robots.txt\n" in text
     assert "status: 200\n" in text and "mode: rules\n" in text
@@ -300,7 +323,8 @@ def test_hosts_are_cached_separately(tmp_path: Path) -> None:
     assert a.calls == b.calls == 1
     assert not cache.known("a.example").allowed("http://a.example/x", "spider")
     assert cache.known("b.example:8080").allowed("http://b.example:8080/x", "spider")
-    assert sorted(p.name for p in (tmp_path / "robots").glob("*.txt")) == ["a.example.txt", "b.example_8080.txt"]
+    assert sorted(p.name for p in (tmp_path / "robots").glob("*.txt")) == sorted(
+        [cache_name("a.example"), cache_name("b.example:8080")])
 
 
 def test_rules_older_than_24_hours_are_fetched_again(tmp_path: Path) -> None:
@@ -318,7 +342,7 @@ def test_rules_older_than_24_hours_are_fetched_again(tmp_path: Path) -> None:
     r, fetched = cache.get("example.com", fetch)
     assert fetched and fetch.calls == 2
     assert r.allowed(url("/old/x"), "spider") and not r.allowed(url("/new/x"), "spider")
-    assert load((tmp_path / "robots" / "example.com.txt").read_text()).fetched_at == clock.now
+    assert load((tmp_path / "robots" / cache_name("example.com")).read_text()).fetched_at == clock.now
     # another worker now sees the new rules from the file
     assert not RobotsCache(tmp_path, clock).known("example.com").allowed(url("/new/x"), "spider")
 
@@ -342,13 +366,13 @@ def test_disallow_all_is_fetched_again_after_5_minutes(tmp_path: Path) -> None:
 def test_a_broken_cache_file_is_fetched_again(tmp_path: Path) -> None:
     clock = Clock()
     (tmp_path / "robots").mkdir()
-    (tmp_path / "robots" / "example.com.txt").write_text("this is not a cache file\n")
+    (tmp_path / "robots" / cache_name("example.com")).write_text("this is not a cache file\n")
     cache = RobotsCache(tmp_path, clock)
     assert cache.known("example.com") is None
     fetch = CountingFetch(clock, (404, b""))
     r, fetched = cache.get("example.com", fetch)
     assert fetched and r.mode == "allow-all" and fetch.calls == 1
-    assert load((tmp_path / "robots" / "example.com.txt").read_text()).mode == "allow-all"
+    assert load((tmp_path / "robots" / cache_name("example.com")).read_text()).mode == "allow-all"
 
 
 def test_a_worker_that_just_missed_the_file_still_does_not_fetch_again(tmp_path: Path) -> None:
@@ -365,3 +389,120 @@ def test_a_worker_that_just_missed_the_file_still_does_not_fetch_again(tmp_path:
     assert not r.allowed(url("/a/x"), "spider") and r.allowed(url("/b/x"), "spider")
     clock.now += 2
     assert b.known("example.com") is not None                 # and a plain look finds it a moment later
+
+
+@pytest.mark.parametrize("fetched_at", ["nan", "inf", "-inf", "-5", "1e300", "T0+7200", "abc", ""])
+@pytest.mark.parametrize("mode", ["rules", "allow-all", "disallow-all"])
+def test_a_cache_file_with_a_nonsense_fetch_time_is_fetched_again(tmp_path: Path, fetched_at: str, mode: str) -> None:
+    # fetched_at: nan in a disallow-all file made the host's retry time nan: every URL of the
+    # host was claimed and released again at full speed, for ever, with no request sent.
+    clock = Clock()
+    when = str(T0 + 7200) if fetched_at == "T0+7200" else fetched_at   # two hours in the future
+    folder = tmp_path / "robots"
+    folder.mkdir()
+    text = dump(Rules(503, T0, "", mode), "http://example.com/robots.txt")
+    (folder / cache_name("example.com")).write_text(text.replace(f"fetched_at: {T0:.3f}", f"fetched_at: {when}"))
+    cache = RobotsCache(tmp_path, clock)
+    assert cache.known("example.com") is None
+    fetch = CountingFetch(clock, (200, b"User-agent: *\nDisallow: /x\n"))
+    r, fetched = cache.get("example.com", fetch)
+    assert fetched and fetch.calls == 1 and r.mode == "rules" and r.fresh_until == T0 + FRESH_FOR
+    assert load((folder / cache_name("example.com")).read_text()).fetched_at == T0
+
+
+@pytest.mark.parametrize("edit", [
+    ("status: 503", "status: 12345"), ("status: 503", "status: x"), ("attempts: 1", "attempts: 0"),
+    ("attempts: 1", "attempts: many"), ("mode: disallow-all", "mode: "),
+])
+def test_any_garbage_in_a_cache_file_means_not_cached(tmp_path: Path, edit: tuple[str, str]) -> None:
+    clock = Clock()
+    folder = tmp_path / "robots"
+    folder.mkdir()
+    text = dump(Rules(503, T0, "", "disallow-all"), "http://example.com/robots.txt")
+    assert edit[0] in text
+    (folder / cache_name("example.com")).write_text(text.replace(edit[0], edit[1]))
+    assert RobotsCache(tmp_path, clock).known("example.com") is None
+    with pytest.raises((ValueError, KeyError)):
+        load(text.replace(edit[0], edit[1]))
+
+
+def test_a_cache_file_written_a_moment_ahead_is_believed(tmp_path: Path) -> None:
+    """Another worker's clock a few seconds ahead is not garbage (the limit is a minute)."""
+    clock = Clock()
+    RobotsCache(tmp_path, Clock(T0 + 5)).get("example.com", CountingFetch(clock, (404, b"")))
+    assert RobotsCache(tmp_path, clock).known("example.com") is not None
+
+
+# ============================================================================ answers equal Protego's
+
+
+def _robots_of(rng: random.Random, n: int) -> str:
+    pieces = ["a", "b", "ab", "/", ".html", "%2F", "x=1", "?", "=", "$", "*", "%", "\u00e9", "index.html"]
+    lines = []
+    for group in ("*", "spider", "other"):
+        lines.append(f"User-agent: {group}")
+        for _ in range(n):
+            pattern = rng.choice(["/", "/", "*", ""]) + "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 5)))
+            lines.append(f"{rng.choice(['Allow', 'Disallow'])}: {pattern}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), paths=st.lists(st.lists(
+    st.sampled_from(list("ab/.?=x1%*$\u00e9") + ["html", "index.html", "%2F", "%61"]), max_size=12).map("".join),
+    min_size=1, max_size=30))
+def test_answers_are_protegos_on_random_rules_and_paths(seed: int, paths: list[str]) -> None:
+    rng = random.Random(seed)
+    text = _robots_of(rng, rng.randrange(1, 40))
+    rules = from_fetch(200, text.encode(), T0)
+    reference = Protego.parse(text)
+    for agent in ("spider", "otherbot", "nobody"):
+        for path in paths + ["", "/", "/robots.txt"]:
+            u = url("/" + path.lstrip("/")) if path else url("")
+            assert rules.allowed(u, agent) == reference.can_fetch(u, agent), (text, u, agent)
+            assert rules.allowed(u, agent) == reference.can_fetch(u, agent)   # the kept answer too
+
+
+def test_answers_are_protegos_on_a_big_wildcard_file() -> None:
+    """The issue's case: thousands of wildcard rules (Protego took ~20 ms per URL here)."""
+    lines = ["User-agent: *"] + [f"Disallow: /*/p{i}*x$" if i % 2 else f"Allow: /a{i}/*.html" for i in range(4000)]
+    text = "\n".join(lines) + "\n"
+    assert len(text) > BIG   # big enough for the answers to be kept
+    rules, reference = from_fetch(200, text.encode(), T0), Protego.parse(text)
+    rng = random.Random(7)
+    urls = [url(f"/{rng.choice('ax')}{rng.randrange(4000)}/p{rng.randrange(4000)}/{rng.choice(['x', 'y.html', 'p.htmlx'])}")
+            for _ in range(300)]
+    for u in urls + urls:   # the second time, the kept answers
+        assert rules.allowed(u, "spider") == reference.can_fetch(u, "spider"), u
+    assert {rules.allowed(u, "spider") for u in urls} == {True, False}
+
+
+_CONTROL_PIECES = ["\x1b[31m", "\x07", "\x00", "\x7f", "\x9b", "\u202e", "\r", "\r\n", "\x0b", "\x0c", "\x85",
+                   "\u2028", "\x1c", "\t", " ", "/", "a", "*", "$", "#", "\n", "Disallow: ", "Allow: ",
+                   "User-agent: *\n", "User-agent: spider\n", "%1B", "%"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.lists(st.sampled_from(_CONTROL_PIECES), max_size=40).map("".join),
+       paths=st.lists(st.lists(st.sampled_from(["a", "/", "%1B", "\x1b", "%07", "\u202e", "%E2%80%AE", "x"]),
+                               max_size=6).map("".join), min_size=1, max_size=10))
+def test_a_body_with_control_characters_is_kept_without_them_and_means_the_same(body: str, paths: list[str]) -> None:
+    # robots/*.txt held the body as received: ESC and BEL went to the terminal of whoever ran cat.
+    rules = from_fetch(200, body.encode("utf-8"), T0)
+    back = load(dump(rules, "http://example.com/robots.txt"))
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e]", back.body)
+    reference = Protego.parse(body)
+    for path in paths:
+        u = url("/" + path)
+        assert rules.allowed(u, "spider") == back.allowed(u, "spider") == reference.can_fetch(u, "spider"), (body, u)
+
+
+def test_a_body_of_control_characters_is_read_back_by_another_worker(tmp_path: Path) -> None:
+    """Escaped, the body can be three times its 500 KiB: still a cache file, not garbage."""
+    clock = Clock()
+    body = b"User-agent: *\nDisallow: /x\n" + "\u202e".encode() * (MAX_BODY // 3)
+    r, fetched = RobotsCache(tmp_path, clock).get("example.com", CountingFetch(clock, (200, body)))
+    assert fetched and len(r.body) > 2 * MAX_BODY
+    other = RobotsCache(tmp_path, clock).known("example.com")
+    assert other is not None and other.body == r.body and not other.allowed(url("/x"), "spider")
