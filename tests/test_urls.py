@@ -777,6 +777,25 @@ def test_resolve_never_raises_and_returns_normal_urls(base: str, href: str) -> N
 
 
 @PROPERTY_SETTINGS
+@given(bases, href_like)
+def test_resolve_shortcuts_agree_with_the_parser(base: str, href: str) -> None:
+    # resolve() skips ada for plain paths and absolute links, and never parses a fragment: the
+    # same as ada's full parse of href against base, with the crawler's rules after it.
+    from hypothesis import assume
+    from spider.urls import _ada_href, _tidy
+
+    assume(_ada_href(base) is not None)  # (against no URL, resolve() still takes an absolute link)
+    assume(not href.strip("".join(map(chr, range(33)))).replace("\t", "").replace("\n", "").replace("\r", "")
+           .startswith("#"))
+    full = _ada_href(href, base)
+    try:
+        expected = _tidy(full) if full is not None and full.startswith(("http://", "https://")) else None
+    except ValueError:  # an "xn--" label that is no punycode
+        expected = None
+    assert resolve(base, href) == expected
+
+
+@PROPERTY_SETTINGS
 @given(st.text(), st.text())
 def test_resolve_arbitrary_text(base: str, href: str) -> None:
     result = resolve(base, href)
