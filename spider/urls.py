@@ -56,12 +56,13 @@ Rules:
   >>> normalize("https://example.com:443/"), normalize("http://example.com:/")
   ('https://example.com/', 'http://example.com/')
 
-* Percent-encoding: what the URL Standard encodes is encoded (space,
-  controls, non-ASCII as UTF-8, and per component ``"<>`{}^`` and ``'`` in
-  the query); on top, escapes get uppercase hex and escapes of unreserved
+* Percent-encoding: what the URL Standard encodes is encoded, the rest is
+  left as written: space, controls and non-ASCII (as UTF-8) everywhere, and
+  ``"<>^`{}`` in the path, ``"<>'`` in the query; a ``%`` that starts no
+  escape stays.  On top, escapes get uppercase hex and escapes of unreserved
   characters (RFC 3986 2.3: letters, digits, ``-._~``) are decoded, as RFC
-  3986 6.2.2 allows (a browser sends ``%7e`` and ``~``; a server reads both
-  as one):
+  3986 6.2.2 allows (a browser sends ``%7e`` and ``~`` as written; a server
+  reads both as one):
 
   >>> normalize("http://example.com/%7euser/%2f%3a/a+b")
   'http://example.com/~user/%2F%3A/a+b'
@@ -76,8 +77,8 @@ Rules:
   >>> normalize("http://example.com")
   'http://example.com/'
 
-* Crawler rules on top of the URL Standard: one trailing dot of the host is
-  dropped (``example.com.`` is ``example.com``), the fragment is dropped, and
+* Crawler rules on top of the URL Standard: a single trailing dot of the host
+  is dropped (``example.com.`` is ``example.com``), the fragment is dropped, and
   in the query tracking parameters (``utm_*``, ``fbclid``, ``gclid``, ...;
   case-insensitive keys) and empty pieces are removed, the remaining
   parameters are sorted by key (stable for repeated keys, values untouched),
@@ -519,15 +520,17 @@ def _bytes_and_length(text: str) -> tuple[bytes, int]:
 def resolve(base: str, href: str) -> str | None:
     """Resolve a raw ``href`` against ``base``; return the normalised URL.
 
-    Returns ``None`` (never raises) for non-http(s) schemes (``mailto:``,
+    ``href`` is parsed against ``base`` as the WHATWG URL Standard says (as a
+    browser follows a link), then normalised (see the module docstring).
+    Returns ``None`` (never raises) for non-http(s) results (``mailto:``,
     ``javascript:``, ``tel:``, ``data:``, ...), fragment-only references
-    (``#x``), and anything that cannot be resolved to a valid http(s) URL,
-    including when ``base`` itself is unusable and ``href`` is relative.
+    (``#x``), and anything a browser would refuse, including a relative
+    ``href`` when ``base`` itself is no URL.
 
     >>> resolve("http://a/b/c/d;p?q", "g;x?y#s")
     'http://a/b/c/g;x?y'
-    >>> resolve("http://a/b/c/d;p?q", "http:g")
-    'http://a/b/c/g'
+    >>> resolve("http://a/b/c/d;p?q", "http:g"), resolve("http://a/b/c/d;p?q", "https:g")
+    ('http://a/b/c/g', 'https://g/')
     >>> resolve("http://a/b/c/d;p?q", "#s") is None
     True
     """
