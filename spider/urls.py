@@ -185,30 +185,32 @@ _UNRESERVED: frozenset[str] = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 )
 _ESCAPE_RE = re.compile(r"%([0-9A-Fa-f]{2})")
-# A "%" that starts no escape: the URL Standard leaves it as written ("100%").
-_BARE_PERCENT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_HEX_DIGITS: frozenset[str] = frozenset("0123456789ABCDEFabcdef")
 # Used only to explain a refusal (see _why_invalid): the authority after "http:" and any slashes.
 _AUTHORITY_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[/\\]*([^/\\?#]*)")
 
 
 def _fix_escape(m: re.Match[str]) -> str:
-    """RFC 3986 6.2.2.1/6.2.2.2: decode an unreserved character, else uppercase the hex."""
-    ch = chr(int(m.group(1), 16))
-    return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
+    """RFC 3986 6.2.2.1/6.2.2.2: decode an unreserved character, else uppercase the hex.
 
-
-def _upper_escape(m: re.Match[str]) -> str:
-    return "%" + m.group(1).upper()
+    The URL Standard leaves a "%" that starts no escape as written ("100%"). Right after one
+    ("%%41", "%4%41"), a decoded hex digit would make a new escape ("%A...", "%4A"), so there
+    the escape stays. Only the two characters before an escape decide, so the rule gives the
+    same result for a path joined from a base's folder and a plain relative path.
+    """
+    hexpair = m.group(1)
+    ch = chr(int(hexpair, 16))
+    if ch in _UNRESERVED:
+        if ch not in _HEX_DIGITS:
+            return ch
+        text, i = m.string, m.start()
+        if i == 0 or (text[i - 1] != "%" and (i == 1 or text[i - 2] != "%" or text[i - 1] not in _HEX_DIGITS)):
+            return ch
+    return "%" + hexpair.upper()
 
 
 def _fix_escapes(value: str) -> str:
-    """Uppercase every escape's hex and decode the unreserved ones.
-
-    Next to a bare "%" decoding could make a new escape ("%%41" would read "%A" and, with a
-    digit after it, another byte), so there the hex is only uppercased.
-    """
-    if _BARE_PERCENT_RE.search(value):
-        return _ESCAPE_RE.sub(_upper_escape, value)
+    """Uppercase every escape's hex and decode the unreserved ones (see :func:`_fix_escape`)."""
     return _ESCAPE_RE.sub(_fix_escape, value)
 
 

@@ -330,14 +330,15 @@ def test_bad_ports_raise_value_error(url: str) -> None:
 @pytest.mark.parametrize(
     "url, expected",
     [
-        # URL Standard: a "%" that starts no escape stays as written (and then nothing is
-        # decoded beside it: "%%41" is not "%A")
+        # URL Standard: a "%" that starts no escape stays as written (and no hex digit is
+        # decoded right after it: "%%41" is not "%A")
         ("http://a/100%", "http://a/100%"),
         ("http://a/%", "http://a/%"),
         ("http://a/%4", "http://a/%4"),
         ("http://a/%zz", "http://a/%zz"),
         ("http://a/%%41", "http://a/%%41"),
-        ("http://a/%%7e%2f", "http://a/%%7E%2F"),
+        ("http://a/%%7e%2f", "http://a/%~%2F"),
+        ("http://a/%4%41%42", "http://a/%4%41B"),
         ("http://a/?q=%", "http://a/?q=%"),
         ("http://a/%2f%2F%3f%23%25", "http://a/%2F%2F%3F%23%25"),
         ("http://a/%e2%82%ac", "http://a/%E2%82%AC"),
@@ -552,6 +553,11 @@ def test_resolve_table(href: str, expected: str) -> None:
 def test_resolve_scheme_relative_uses_base_scheme() -> None:
     assert resolve("https://a/b", "//c/d") == "https://c/d"
     assert resolve("http://a/b", "//c/d") == "http://c/d"
+
+
+def test_a_bare_percent_in_the_base_changes_nothing_in_its_folder() -> None:
+    # "%7e" is "~" in the folder whatever the page's own name holds ("x%": a bare "%")
+    assert resolve("http://h/%7e/x%", "y") == "http://h/~/y" == normalize("http://h/%7e/y")
 
 
 @pytest.mark.parametrize(
@@ -793,6 +799,19 @@ def test_resolve_shortcuts_agree_with_the_parser(base: str, href: str) -> None:
     except ValueError:  # an "xn--" label that is no punycode
         expected = None
     assert resolve(base, href) == expected
+
+
+_PERCENT_HEAVY = st.lists(st.sampled_from(["%", "%4", "%41", "%7e", "%2e", "%%", "4", "a", "/", "x%", ".", ".."]),
+                          max_size=8).map("".join)
+
+
+@PROPERTY_SETTINGS
+@given(_PERCENT_HEAVY, _PERCENT_HEAVY)
+def test_resolve_with_bare_percents_and_escapes_gives_normal_urls(base_path: str, href: str) -> None:
+    # escapes decoded next to a "%" left as written: the joined path must still be normal
+    for ref in (href, "y", "?q"):
+        result = resolve("http://h/" + base_path, ref)
+        assert result is None or normalize(result) == result, (base_path, ref, result)
 
 
 @PROPERTY_SETTINGS

@@ -30,15 +30,17 @@ UNRESERVED = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 
 
 def _escapes(text: str) -> str:
-    """Hex in uppercase, unreserved characters decoded (not next to a bare "%": "%%41" stays)."""
-    if re.search(r"%(?![0-9A-Fa-f]{2})", text):
-        return re.sub(r"%[0-9A-Fa-f]{2}", lambda m: m.group(0).upper(), text)
-
-    def one(m: re.Match[str]) -> str:
+    """Hex in uppercase, unreserved characters decoded, except a hex digit that would make a new
+    escape with a "%" left as written before it ("%%41" and "%4%41" stay)."""
+    out = ""
+    for m in re.finditer(r"%([0-9A-Fa-f]{2})|.", text, re.DOTALL):
+        if m.group(1) is None:
+            out += m.group(0)
+            continue
         ch = chr(int(m.group(1), 16))
-        return ch if ch in UNRESERVED else "%" + m.group(1).upper()
-
-    return re.sub(r"%([0-9A-Fa-f]{2})", one, text)
+        new_escape = ch in "0123456789ABCDEFabcdef" and re.search(r"%[0-9A-Fa-f]?$", out)
+        out += ch if ch in UNRESERVED and not new_escape else "%" + m.group(1).upper()
+    return out
 
 
 def _query(query: str) -> str:
@@ -112,6 +114,7 @@ def test_the_suite_is_the_whole_file() -> None:
         ("http://example.com./a", "http://example.com/a"),
         ("http://u%3a:p%61ss@h/%7e/%2f?b=%41&a=1&utm_source=x&&", "http://u%3A:pass@h/~/%2F?a=1&b=A"),
         ("http://h/%%41?q=%%41", "http://h/%%41?q=%%41"),
+        ("http://h/%4%41/%%7e/%41%41", "http://h/%4%41/%~/AA"),
         ("http://h/?", "http://h/"),
         ("http://[::1]:81/", "http://[::1]:81/"),
         ("https://h/?b=1&a=2&a=1", "https://h/?a=2&a=1&b=1"),
