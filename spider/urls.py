@@ -367,15 +367,16 @@ def _without_fragment(url: str) -> str:
 
 def _normalize(url: str) -> str:
     """Uncached implementation of :func:`normalize`."""
-    url = url.strip(_C0_OR_SPACE)
-    if "\t" in url or "\n" in url or "\r" in url:
-        url = url.translate(_TAB_NEWLINE)
-    m = _SCHEME_RE.match(url)
-    if m is None:
-        raise ValueError(f"not an absolute URL: {url[:200]!r}")
-    scheme = m.group(1).lower()
-    if scheme != "http" and scheme != "https":
-        raise ValueError(f"unsupported scheme {scheme!r} in {url[:200]!r}")
+    if not url.startswith(("http://", "https://")):  # (ada strips and removes the same itself)
+        url = url.strip(_C0_OR_SPACE)
+        if "\t" in url or "\n" in url or "\r" in url:
+            url = url.translate(_TAB_NEWLINE)
+        m = _SCHEME_RE.match(url)
+        if m is None:
+            raise ValueError(f"not an absolute URL: {url[:200]!r}")
+        scheme = m.group(1).lower()
+        if scheme != "http" and scheme != "https":
+            raise ValueError(f"unsupported scheme {scheme!r} in {url[:200]!r}")
     href = _ada_href(_without_fragment(url))
     if href is None:
         raise ValueError(f"{_why_invalid(url)} in {url[:200]!r}")
