@@ -51,7 +51,8 @@ Normalisation rules (RFC 3986 section 6 plus crawler-specific choices):
   'http://192.168.0.1/'
 
 * Default ports (80 for http, 443 for https) and an empty port are dropped;
-  a port outside 0..65535 raises ``ValueError``:
+  a port outside 1..65535 raises ``ValueError`` (port 0 cannot be connected to: it is not a
+  place to knock on):
 
   >>> normalize("https://example.com:443/"), normalize("http://example.com:/")
   ('https://example.com/', 'http://example.com/')
@@ -61,6 +62,10 @@ Normalisation rules (RFC 3986 section 6 plus crawler-specific choices):
   Traceback (most recent call last):
   ...
   ValueError: invalid port '65536'
+  >>> normalize("http://example.com:0/")
+  Traceback (most recent call last):
+  ...
+  ValueError: invalid port '0'
 
 * Percent-encoding (RFC 3986 6.2.2.1/6.2.2.2): hex digits are uppercased,
   encoded unreserved characters are decoded, reserved ones are not, and
@@ -351,7 +356,7 @@ def _normalize_port(port: str, scheme: str) -> str:
     if not _PORT_RE.fullmatch(port):
         raise ValueError(f"invalid port {port!r}")
     digits = port.lstrip("0") or "0"
-    if len(digits) > 5 or int(digits) > 65535:
+    if len(digits) > 5 or not 0 < int(digits) <= 65535:
         raise ValueError(f"invalid port {port!r}")
     return "" if digits == _DEFAULT_PORTS[scheme] else digits
 
