@@ -7,6 +7,7 @@ Crawls run as a user runs them: ``python main.py ...`` subprocesses against loop
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -288,15 +289,28 @@ def test_a_pattern_re2_cannot_compile_is_refused_on_creation_and_on_resume(proje
 
 
 def test_every_user_pattern_is_compiled_by_re2() -> None:
-    import re2
-
-    from spider.patterns import compile_pattern
-
     cfg = CrawlConfig(seeds=("http://a.test/",), allow=("a",), deny=("b",), prefer=("c",), defer=("d",), order="best")
     admission, order = Admission(cfg), Order(cfg.order, cfg.prefer, cfg.defer)
     for p in admission.allow + admission.deny + list(order._prefer) + list(order._defer):
-        assert type(p) is type(compile_pattern("z")) and type(p).__module__.startswith("re2"), type(p)
-    assert re2 is not None
+        assert type(p._compiled).__module__.startswith("re2"), type(p)   # compile_pattern's own type
+    assert pickle.loads(pickle.dumps(order))._prefer[0].search("xc")
+
+
+SAME_IN_BOTH = ["a", "^http://", r"\.pdf$", "/p[0-9]+/", "(a+)+$", r"(?i)PRIVATE", "x|y", r"\bword\b", "^[^?]*$",
+                r"é", "a{2,3}", r"\?(.*&)?sort="]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(pattern=st.sampled_from(SAME_IN_BOTH),
+       text=st.text(st.sampled_from(list("ax/.?&=0123456789pdfsortPRIVATEwordé! ")), max_size=40))
+def test_re2_matches_as_python_re_does_for_the_syntax_they_share(pattern: str, text: str) -> None:
+    import re
+
+    from spider.patterns import compile_pattern
+
+    if pattern == "(a+)+$" and len(text) > 20:
+        text = text[:20]   # Python's re only: it backtracks exponentially on this one
+    assert compile_pattern(pattern).search(text) is (re.search(pattern, text) is not None)
 
 
 # =========================================================================== scope: ports and IP hosts
