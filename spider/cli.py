@@ -4,6 +4,7 @@ error (exit 2); never a traceback."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -23,9 +24,48 @@ from . import safefs
 from .frontier.contract import StoreError
 from .urls import normalize
 
+
+def _projects_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    # Path("") is Path("."): an empty --projects-dir put the project in the current folder
+    if not value.strip():
+        raise click.BadParameter("must not be empty", ctx, param)
+    return Path(value)
+
+
 projects_dir_option = click.option(
-    "--projects-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("projects"),
+    "--projects-dir", type=click.Path(file_okay=False), default="projects", callback=_projects_dir,
     show_default=True, help="Folder holding one folder per crawl.")
+
+
+class Number(click.ParamType):
+    """A number option's type: converted and checked against its range by ``config.parse``, as
+    settings.txt's lines are (one table of ranges for both). Out of range is a usage error
+    (exit 2); nan and inf go on to the settings check, which says they must be finite (exit 1)."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.name = "integer" if settings.NUMBERS[field].kind is int else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return settings.parse(self.field, value)
+        except ValueError as e:
+            if self.name == "float":
+                try:
+                    x = float(value)
+                except ValueError:
+                    x = 0.0
+                if not math.isfinite(x):
+                    return x
+            self.fail(str(e), param, ctx)
+
+
+def _range(field: str) -> str:
+    """``  [a whole number from 1 to 256]``: an option's range, from the table, for its help."""
+    limit = settings.NUMBERS[field]
+    return f"  [{limit.describe()}]"
 
 
 def project_folder(projects_dir: Path, name: str) -> Path:
@@ -106,29 +146,31 @@ def crawl_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 CRAWL_OPTIONS = [
-    click.option("--workers", type=click.IntRange(1, 256), help="Worker processes.  [default: 4]"),
-    click.option("--delay", type=click.FloatRange(min=0), metavar="SECONDS",
-                 help="Minimum gap between two requests to one host, across all workers.  [default: 1.0]"),
-    click.option("--max-depth", type=click.IntRange(min=0), help="Links deeper than this are refused.  [default: 5]"),
-    click.option("--max-pages", type=click.IntRange(min=1),
+    click.option("--workers", type=Number("workers"), help="Worker processes.  [default: 4]" + _range("workers")),
+    click.option("--delay", type=Number("delay"), metavar="SECONDS",
+                 help="Minimum gap between two requests to one host, across all workers.  [default: 1.0]" + _range("delay")),
+    click.option("--max-depth", type=Number("max_depth"), help="Links deeper than this are refused.  [default: 5]"),
+    click.option("--max-pages", type=Number("max_pages"),
                  help="Stop after this many URLs are completed (crawled or failed), all runs together."),
     click.option("--scope", type=click.Choice(SCOPES), help="host, domain or prefix of the start URLs.  [default: host]"),
+    click.option("--any-port/--same-port", "any_port", default=None,
+                 help="Scope takes in every port of its hosts, not only the start URLs' (80 and 443 count as none).  [default: same port]"),
     click.option("--allow", multiple=True, metavar="REGEX", help="Only follow URLs matching one of these (repeatable)."),
     click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching one of these (repeatable)."),
     click.option("--user-agent", metavar="TEXT", help=f"User-Agent header.  [default: {settings.DEFAULT_USER_AGENT}]"),
-    click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-                 help="[default: 5]"),
-    click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-                 help="[default: 10]"),
-    click.option("--max-time", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-                 help="Total time allowed for one response.  [default: 30]"),
-    click.option("--max-bytes", type=click.IntRange(min=1), help="Body size cap, after decompression.  [default: 10 MiB]"),
-    click.option("--max-attempts", type=click.IntRange(min=1), help="Attempts for transient failures.  [default: 3]"),
-    click.option("--max-redirects", type=click.IntRange(min=0), help="[default: 10]"),
-    click.option("--max-links", type=click.IntRange(min=0), help="Links taken from one page.  [default: 5000]"),
-    click.option("--max-pages-per-host", type=click.IntRange(min=1),
+    click.option("--connect-timeout", type=Number("connect_timeout"), metavar="SECONDS",
+                 help="[default: 5]" + _range("connect_timeout")),
+    click.option("--read-timeout", type=Number("read_timeout"), metavar="SECONDS",
+                 help="[default: 10]" + _range("read_timeout")),
+    click.option("--max-time", type=Number("max_time"), metavar="SECONDS",
+                 help="Total time allowed for one response.  [default: 30]" + _range("max_time")),
+    click.option("--max-bytes", type=Number("max_bytes"), help="Body size cap, after decompression.  [default: 10 MiB]"),
+    click.option("--max-attempts", type=Number("max_attempts"), help="Attempts for transient failures.  [default: 3]"),
+    click.option("--max-redirects", type=Number("max_redirects"), help="[default: 10]"),
+    click.option("--max-links", type=Number("max_links"), help="Links taken from one page.  [default: 5000]"),
+    click.option("--max-pages-per-host", type=Number("max_pages_per_host"),
                  help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget')."),
-    click.option("--max-delay", type=click.FloatRange(min=0), metavar="SECONDS",
+    click.option("--max-delay", type=Number("max_delay"), metavar="SECONDS",
                  help="Cap for robots.txt Crawl-delay and for backing off after 429/503 without "
                       "Retry-After (a server's Retry-After is obeyed up to 1 hour).  [default: 60]"),
     click.option("--ignore-robots/--obey-robots", default=None,
@@ -149,9 +191,9 @@ CRAWL_OPTIONS = [
                  help="Tune or turn off (RULE=off) a trap rule: " + ", ".join(TRAP_RULES) + " (repeatable; see README)."),
     click.option("--no-traps/--traps", "no_traps", default=None,
                  help="Turn every trap rule off (--trap may turn some back on).  [default: on]"),
-    click.option("--recrawl-min", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    click.option("--recrawl-min", type=Number("recrawl_min"), metavar="SECONDS",
                  help="A page is checked at most this often by recrawl.  [default: 3600]"),
-    click.option("--recrawl-max", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    click.option("--recrawl-max", type=Number("recrawl_max"), metavar="SECONDS",
                  help="... and at least this often.  [default: 2592000 (30 days)]"),
     click.option("--warc/--no-warc", default=None,
                  help="Keep every response as received in warc/*.warc.gz (WARC 1.1).  [default: off]"),

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from . import __version__
-from .order import Order
+from .order import ORDERS, Order
+from .patterns import compile_pattern
 from .safefs import atomic_write
 from .traps import TrapRules
 from .urls import normalize
@@ -35,6 +35,7 @@ class CrawlConfig:
     max_depth: int = 5
     max_pages: int | None = None   # URLs completed (crawled or failed), all runs together
     scope: str = "host"
+    any_port: bool = False         # scope ignores the port (by default a link to another port is out)
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     user_agent: str = DEFAULT_USER_AGENT
@@ -65,34 +66,144 @@ class CrawlConfig:
     def key(self) -> str:
         """A fingerprint of what decides admission: if it changes, the queue is checked again."""
         text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny, self.max_pages_per_host,
-                     self.traps, self.no_traps))
+                     self.traps, self.no_traps, self.any_port))
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 RUN_ONLY = ("discover",)   # options of one run, never saved
 _MULTI = {"seeds": "seed", "allow": "allow", "deny": "deny", "prefer": "prefer", "defer": "defer",
           "traps": "trap"}
+PATTERNS = ("allow", "deny", "prefer", "defer", "discover")   # user regular expressions (RE2)
+
+DAY = 86400.0
 
 
-def _parse_value(name: str, raw: str, default: Any) -> Any:
-    if name in ("max_pages", "max_pages_per_host"):
-        return None if raw.lower() in ("", "none", "0", "unlimited") else int(raw)
+@dataclass(frozen=True)
+class Limit:
+    """The range of a number setting: ``lo`` excluded when ``lo_open``; ``none_ok``: ``none``
+    (no limit) is a value too."""
+
+    kind: type
+    lo: float
+    hi: float
+    lo_open: bool = False
+    none_ok: bool = False
+
+    def describe(self) -> str:
+        what = "a whole number" if self.kind is int else "a number"
+        low = f"above {_num(self.lo)}" if self.lo_open else f"from {_num(self.lo)}"
+        return f"{what} {low} {'and at most' if self.lo_open else 'to'} {_num(self.hi)}"
+
+
+def _num(x: float) -> str:
+    """1073741824, not 1.07374e+09: a limit as a user would type it."""
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+# The one table of what a number setting may be, used by the command line's option types and by
+# settings.txt alike (a setting that skipped the command line's limits started 90 processes for
+# one page). Timeouts are bounded: --max-time 1e10 overflowed the timer and failed every URL.
+NUMBERS: dict[str, Limit] = {
+    "workers": Limit(int, 1, 256),
+    "delay": Limit(float, 0, DAY),
+    "max_depth": Limit(int, 0, 10_000),
+    "max_pages": Limit(int, 1, 10**12, none_ok=True),
+    "connect_timeout": Limit(float, 0, 600, lo_open=True),
+    "read_timeout": Limit(float, 0, 600, lo_open=True),
+    "max_time": Limit(float, 0, 3600, lo_open=True),
+    "max_bytes": Limit(int, 1, 2**30),
+    "max_attempts": Limit(int, 1, 100),
+    "max_redirects": Limit(int, 0, 100),
+    "max_links": Limit(int, 0, 1_000_000),
+    "max_delay": Limit(float, 0, DAY),
+    "max_pages_per_host": Limit(int, 1, 10**12, none_ok=True),
+    "recrawl_min": Limit(float, 0, 365 * DAY, lo_open=True),
+    "recrawl_max": Limit(float, 0, 365 * DAY, lo_open=True),
+}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def parse(name: str, raw: str, *, saved: bool = False) -> Any:
+    """The value of setting ``name`` (a CrawlConfig field) written as ``raw``, checked: the one
+    conversion of the command line's options and of settings.txt's lines (``saved``: where
+    ``none`` writes "no limit"). A multi-valued setting (``allow``, ``seeds``, ...) takes one item.
+    ValueError with a one-line message."""
+    default = getattr(CrawlConfig(), name)
+    if name in NUMBERS:
+        limit = NUMBERS[name]
+        if saved and limit.none_ok and raw.strip().lower() in ("", "none", "unlimited", "0"):
+            return None
+        try:
+            value: Any = limit.kind(raw.strip())
+        except ValueError:
+            raise ValueError(f"{name} must be {limit.describe()}, not {raw!r}") from None
+        try:
+            check_value(name, value)
+        except ValueError as e:   # the value as it was written, not as Python prints it
+            raise ValueError(str(e).replace(f"not {value!r}", f"not {raw!r}")) from None
+        return value
     if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
+        low = raw.strip().lower()
+        if low not in _TRUE + _FALSE:
+            raise ValueError(f"{name} must be true or false, not {raw!r}")
+        return low in _TRUE
+    check_value(name, raw)
     return raw
+
+
+def check_value(name: str, value: Any) -> None:
+    """ValueError with a one-line message if ``value`` (one item of a multi-valued setting) is
+    not a possible value of setting ``name``."""
+    if name in NUMBERS:
+        limit = NUMBERS[name]
+        if value is None and limit.none_ok:
+            return
+        if isinstance(value, float) and not math.isfinite(value):
+            # nan compares false with everything and would pass any range
+            raise ValueError(f"{name} must be a finite number of seconds, not {value}")
+        low_ok = value > limit.lo if limit.lo_open else value >= limit.lo
+        if not (low_ok and value <= limit.hi):
+            raise ValueError(f"{name} must be {limit.describe()}, not {value!r}")
+    elif name == "scope" and value not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {value!r}")
+    elif name == "order":
+        if value not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {value!r}")
+    elif name in PATTERNS:
+        _one_line(name, value)
+        compile_pattern(value)
+    elif name == "traps":
+        _one_line("trap", value)
+        TrapRules.from_settings((value,))
+    elif name == "seeds":
+        try:
+            if normalize(value) != value:
+                raise ValueError("not in normalised form")
+        except ValueError as e:
+            raise ValueError(f"bad seed {value!r}: {e}") from None
+    elif name == "user_agent":
+        _one_line(name, value)
+        if not value.strip() or value != value.strip():
+            raise ValueError("user_agent must not be empty or start or end with spaces")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(f"user_agent must be ASCII (it is an HTTP header): {value!r}") from None
+
+
+def _one_line(name: str, text: str) -> None:
+    """settings.txt is one setting per line, and the user agent is an HTTP header."""
+    if any(ord(c) < 32 or ord(c) == 127 or c in "\x85\u2028\u2029" for c in text):
+        raise ValueError(f"{name} must be one line of text without control characters: {text!r}")
 
 
 def load(folder: Path) -> dict[str, Any]:
     """The settings saved in a project folder, as a dict of CrawlConfig field values.
 
-    Raises ValueError naming the file and line for a line it cannot read.
+    Every line is checked as an option given on the command line is (``parse``): raises
+    ValueError naming the file and line for a line it cannot read or a value out of range.
     """
     path = Path(folder) / SETTINGS
-    defaults = CrawlConfig()
     known = {f.name for f in fields(CrawlConfig)}
     singular = {v: k for k, v in _MULTI.items()}
     out: dict[str, Any] = {}
@@ -109,15 +220,20 @@ def load(folder: Path) -> dict[str, Any]:
         key, value = key.strip().replace("-", "_"), value.strip()
         if not sep:
             raise ValueError(f"{path}:{no}: expected 'key = value', got {s!r}")
-        if key in singular:
-            multi.setdefault(singular[key], []).append(value)
-        elif key in known:
-            try:
-                out[key] = _parse_value(key, value, getattr(defaults, key))
-            except ValueError:
-                raise ValueError(f"{path}:{no}: bad value for {key}: {value!r}") from None
-        else:
+        field = singular.get(key, key)
+        if field in RUN_ONLY:
+            raise ValueError(f"{path}:{no}: {key} is an option of one run (--{key}), never saved; "
+                             "remove this line")
+        if field not in known:
             raise ValueError(f"{path}:{no}: unknown setting {key!r}")
+        try:
+            parsed = parse(field, value, saved=True)
+        except ValueError as e:
+            raise ValueError(f"{path}:{no}: {e}") from None
+        if field in _MULTI:
+            multi.setdefault(field, []).append(parsed)
+        else:
+            out[field] = parsed
     for k, values in multi.items():
         out[k] = tuple(values)
     return out
@@ -148,56 +264,16 @@ def build(saved: Mapping[str, Any], given: Mapping[str, Any]) -> CrawlConfig:
 
 
 def check(cfg: CrawlConfig) -> None:
-    """ValueError with a one-line message for settings that cannot work."""
-    if cfg.scope not in SCOPES:
-        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {cfg.scope!r}")
-    for what, n in (("workers", cfg.workers), ("max_attempts", cfg.max_attempts)):
-        if n < 1:
-            raise ValueError(f"{what} must be at least 1")
-    # First: nan compares false with everything, and inf would pass as "positive" below.
-    for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("connect_timeout", cfg.connect_timeout),
-                    ("read_timeout", cfg.read_timeout), ("max_time", cfg.max_time),
-                    ("recrawl_min", cfg.recrawl_min), ("recrawl_max", cfg.recrawl_max)):
-        if not math.isfinite(x):
-            raise ValueError(f"{what} must be a finite number of seconds, not {x}")
-    for what, x in (("delay", cfg.delay), ("max_delay", cfg.max_delay), ("max_depth", cfg.max_depth), ("max_redirects", cfg.max_redirects),
-                    ("max_links", cfg.max_links)):
-        if x < 0:
-            raise ValueError(f"{what} must not be negative")
-    # settings.txt is one setting per line, and the user agent is an HTTP header (Latin-1)
-    for what, text in [("user_agent", cfg.user_agent)] + [("allow", p) for p in cfg.allow] + \
-            [("deny", p) for p in cfg.deny] + [("prefer", p) for p in cfg.prefer] + \
-            [("defer", p) for p in cfg.defer] + [("trap", t) for t in cfg.traps]:
-        if any(ord(c) < 32 or ord(c) == 127 or c in "\x85\u2028\u2029" for c in text):
-            raise ValueError(f"{what} must be one line of text without control characters: {text!r}")
-    if not cfg.user_agent.strip() or cfg.user_agent != cfg.user_agent.strip():
-        raise ValueError("user_agent must not be empty or start or end with spaces")
-    try:
-        cfg.user_agent.encode("latin-1")
-    except UnicodeEncodeError:
-        raise ValueError(f"user_agent must be ASCII (it is an HTTP header): {cfg.user_agent!r}") from None
-    for what, x in (("connect_timeout", cfg.connect_timeout), ("read_timeout", cfg.read_timeout),
-                    ("max_time", cfg.max_time), ("max_bytes", cfg.max_bytes)):
-        if x <= 0:
-            raise ValueError(f"{what} must be positive")
-    for what, limit in (("max_pages", cfg.max_pages), ("max_pages_per_host", cfg.max_pages_per_host)):
-        if limit is not None and limit < 1:
-            raise ValueError(f"{what} must be at least 1")
-    if not (0 < cfg.recrawl_min <= cfg.recrawl_max):
-        raise ValueError("recrawl_min must be positive and not above recrawl_max")
+    """ValueError with a one-line message for settings that cannot work: each value as ``parse``
+    checks it, then the settings that must agree with each other."""
+    for f in fields(CrawlConfig):
+        value = getattr(cfg, f.name)
+        for item in (value if f.name in _MULTI or f.name in RUN_ONLY else (value,)):
+            check_value(f.name, item)
+    if cfg.recrawl_min > cfg.recrawl_max:
+        raise ValueError("recrawl_min must not be above recrawl_max")
     if cfg.max_delay < cfg.delay:
         raise ValueError(f"--max-delay ({cfg.max_delay:g}) must not be below --delay ({cfg.delay:g})")
-    for seed in cfg.seeds:
-        try:
-            if normalize(seed) != seed:
-                raise ValueError("not in normalised form")
-        except ValueError as e:
-            raise ValueError(f"bad seed {seed!r}: {e}") from None
-    for pattern in cfg.allow + cfg.deny + cfg.prefer + cfg.defer + cfg.discover:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"bad regular expression {pattern!r}: {e}") from None
     Order(cfg.order, cfg.prefer, cfg.defer)
     TrapRules.from_settings(cfg.traps, not cfg.no_traps)
 
@@ -212,5 +288,5 @@ def warnings_for(cfg: CrawlConfig) -> list[str]:
     return out
 
 
-__all__ = ["CrawlConfig", "SETTINGS", "DEFAULT_USER_AGENT", "SCOPES", "load", "save", "build", "check",
-           "warnings_for"]
+__all__ = ["CrawlConfig", "SETTINGS", "DEFAULT_USER_AGENT", "SCOPES", "NUMBERS", "Limit", "parse",
+           "check_value", "load", "save", "build", "check", "warnings_for"]

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import re
 from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
+
+from .patterns import Pattern, compile_pattern
 
 ORDERS = ("bfs", "dfs", "best")
 DEPTH_COST, PREFER_BONUS, DEFER_COST = 10, 50, 100
@@ -38,14 +39,14 @@ class Order:
     name: str = "bfs"
     prefer: tuple[str, ...] = ()
     defer: tuple[str, ...] = ()
-    _prefer: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
-    _defer: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
+    _prefer: tuple[Pattern, ...] = field(default=(), init=False, repr=False, compare=False)
+    _defer: tuple[Pattern, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.name not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {self.name!r}")
-        object.__setattr__(self, "_prefer", tuple(re.compile(p) for p in self.prefer))
-        object.__setattr__(self, "_defer", tuple(re.compile(p) for p in self.defer))
+        object.__setattr__(self, "_prefer", tuple(compile_pattern(p) for p in self.prefer))
+        object.__setattr__(self, "_defer", tuple(compile_pattern(p) for p in self.defer))
 
     @property
     def lifo(self) -> bool:

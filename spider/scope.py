@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import re
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,6 +29,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig
+from .patterns import compile_pattern
 from .traps import TrapRules
 from .urls import host_key
 
@@ -46,9 +46,30 @@ def hostname(url: str) -> str:
     return netloc.partition(":")[0]
 
 
+def port_of(url: str) -> str:
+    """The port of a normalised URL as scope compares it: "" for none and for 80 and 443, the
+    default ports of http and https (so ``http://h/`` and ``https://h/`` are one origin for the
+    crawl, and a site that moves to https stays in scope)."""
+    netloc = host_key(url)
+    port = netloc[netloc.find("]") + 1:] if netloc.startswith("[") else netloc
+    port = port.rpartition(":")[2] if ":" in port else ""
+    return "" if port in ("80", "443") else port
+
+
 def same_site_host(host: str) -> str:
-    """``www.example.com`` and ``example.com`` are one site for the host scope."""
-    return host[4:] if host.startswith("www.") and host.count(".") >= 2 else host
+    """``www.example.com`` and ``example.com`` are one site for the host scope; ``www.`` before an
+    IP address is a name of its own (``www.127.0.0.1`` is not ``127.0.0.1``)."""
+    if host.startswith("www.") and host.count(".") >= 2 and not _is_ip(host[4:]):
+        return host[4:]
+    return host
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 @lru_cache(maxsize=1)
@@ -59,12 +80,7 @@ def _psl():  # type: ignore[no-untyped-def]
 
 def registrable_domain(host: str) -> str:
     """``a.b.example.co.uk`` -> ``example.co.uk`` (Public Suffix List); IPs and single labels stay."""
-    try:
-        ipaddress.ip_address(host)
-        return host
-    except ValueError:
-        pass
-    if "." not in host:
+    if _is_ip(host) or "." not in host:
         return host
     return _psl().privatesuffix(host) or host
 
@@ -73,34 +89,44 @@ def registrable_domain(host: str) -> str:
 class Scope:
     """Which URLs belong to the crawl, derived from the seeds.
 
-    - ``host``: the seeds' hosts (``www.`` ignored, any port, http or https);
+    - ``host``: the seeds' hosts (``www.`` ignored, except before an IP address; http or https);
     - ``domain``: the seeds' registrable domains and all their subdomains, on label boundaries
       (``a.example.com`` is in ``example.com``, ``badexample.com`` is not);
     - ``prefix``: a seed's host and path under the seed's folder (``/docs/`` for ``/docs/intro``).
+
+    In every mode the port is part of it, as in a browser's origin: a link to another port of
+    the host is out (a page could make the crawler knock on every port of its host), except that
+    no port, 80 and 443 are one. ``any_port`` drops the port from the comparison.
     """
 
     mode: str
     seeds: tuple[str, ...]
+    any_port: bool = False
 
     def __post_init__(self) -> None:
-        hosts = [hostname(s) for s in self.seeds]
-        object.__setattr__(self, "_hosts", frozenset(same_site_host(h) for h in hosts))
-        object.__setattr__(self, "_domains", frozenset(registrable_domain(h) for h in hosts))
+        def port(url: str) -> str:
+            return "*" if self.any_port else port_of(url)
+
+        object.__setattr__(self, "_hosts", frozenset((same_site_host(hostname(s)), port(s)) for s in self.seeds))
+        object.__setattr__(self, "_domains", frozenset((registrable_domain(hostname(s)), port(s)) for s in self.seeds))
         prefixes = []
         for s in self.seeds:
             path = urlsplit(s).path or "/"
-            prefixes.append((same_site_host(hostname(s)), path[: path.rfind("/") + 1] or "/"))
+            prefixes.append((same_site_host(hostname(s)), port(s), path[: path.rfind("/") + 1] or "/"))
         object.__setattr__(self, "_prefixes", tuple(prefixes))
 
     def allows(self, url: str) -> bool:
         host = hostname(url)
+        port = "*" if self.any_port else port_of(url)
         if self.mode == "host":
-            return same_site_host(host) in self._hosts  # type: ignore[attr-defined]
+            return (same_site_host(host), port) in self._hosts  # type: ignore[attr-defined]
         if self.mode == "domain":
-            return any(host == d or host.endswith("." + d) for d in self._domains)  # type: ignore[attr-defined]
+            return any(p == port and (host == d or host.endswith("." + d))
+                       for d, p in self._domains)  # type: ignore[attr-defined]
         h = same_site_host(host)
         path = "/" + url.split("/", 3)[3].split("?", 1)[0] if url.count("/") >= 3 else "/"
-        return any(h == ph and path.startswith(pp) for ph, pp in self._prefixes)  # type: ignore[attr-defined]
+        return any(h == ph and port == pp and path.startswith(pf)
+                   for ph, pp, pf in self._prefixes)  # type: ignore[attr-defined]
 
 
 class Admission:
@@ -108,9 +134,9 @@ class Admission:
 
     def __init__(self, config: CrawlConfig, clock: Callable[[], float] = time.time) -> None:
         self.max_depth = config.max_depth
-        self.scope = Scope(config.scope, config.seeds)
-        self.allow = [re.compile(p) for p in config.allow]
-        self.deny = [re.compile(p) for p in config.deny]
+        self.scope = Scope(config.scope, config.seeds, config.any_port)
+        self.allow = [compile_pattern(p) for p in config.allow]
+        self.deny = [compile_pattern(p) for p in config.deny]
         self.traps = TrapRules.from_settings(config.traps, not config.no_traps)
         self.clock = clock
         self._day: tuple[int, datetime.date] = (-1, datetime.date.min)   # (UTC day number, its date)

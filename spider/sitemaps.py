@@ -431,7 +431,7 @@ def origin(url: str) -> str:
 def host_scope(config: CrawlConfig) -> Scope:
     """Sitemap files are followed on the crawl's hosts (its domains in domain scope): with
     ``--scope prefix`` the sitemap of a site lives outside the prefix but its pages may not."""
-    return Scope("domain" if config.scope == "domain" else "host", config.seeds)
+    return Scope("domain" if config.scope == "domain" else "host", config.seeds, config.any_port)
 
 
 def root_sitemaps(site: str, rules: Rules | None) -> list[str]:

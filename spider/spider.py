@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import time
 import traceback
@@ -33,6 +34,7 @@ from .frontier.contract import Claim, Store, StoreError
 from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
+EXIT_INTERNAL_ERROR = 4   # a worker that met the same bug of ours on one URL too often
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Spider:
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
+        self._told_internal = False   # an internal error is said once per worker (errors.log has all)
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -117,12 +120,32 @@ class Spider:
             self._crawl(claim)
         except StoreError:
             raise
-        except Exception as exc:   # a bug must not lose the URL nor kill the worker
+        except Exception as exc:   # a bug must not lose the URL
             current = self._open_claim
             self._log_error(current.url if current else claim.url, exc)
             if current is not None:   # the claim being worked on: maybe a redirect target
-                self.store.settle(current, "failed", record=failed_line(
-                    current.url, f"internal error: {type(exc).__name__}", current.entry.depth, self.clock()))
+                self._after_internal_error(current, exc)
+
+    def _after_internal_error(self, claim: Claim, exc: Exception) -> None:
+        """A bug of ours is not the URL's fault, so it never fails the URL for good (an
+        OverflowError from --max-time 1e10 once failed every URL, seeds included, and failed URLs
+        are never queued again). The URL is tried again later, spending an attempt, with backoff.
+        When its attempts are spent it stays pending and this worker stops (exit code
+        ``EXIT_INTERNAL_ERROR``): the crawl starts a replacement, and stops with "workers keep
+        dying ...; see errors.log" if it goes on. errors.log has each traceback."""
+        entry, now = claim.entry, self.clock()
+        attempts = entry.attempts + 1
+        why = f"internal error ({type(exc).__name__}) on {claim.url}"
+        if attempts < self.config.max_attempts:
+            self.store.settle(claim, "retry", requeue=replace(
+                entry, attempts=attempts, not_before=now + retry_delay(attempts)))
+            if not self._told_internal:
+                self._told_internal = True
+                _say(f"{why}: it will be tried again later; see errors.log")
+            return
+        self.store.settle(claim, "released", requeue=entry)
+        _say(f"{why} {attempts} times: left pending; worker {os.getpid()} stops; see errors.log")
+        raise SystemExit(EXIT_INTERNAL_ERROR)
 
     def _crawl(self, claim: Claim) -> None:
         if claim.entry.kind == "recheck":
@@ -509,6 +532,15 @@ def _folder_of(store: Store) -> Path:
         folder = Path(tempfile.mkdtemp(prefix="spider-robots-"))
         store.folder = folder  # type: ignore[attr-defined]
     return Path(folder)
+
+
+def _say(text: str) -> None:
+    """One line on stderr from a worker (the parent draws the status line on stdout's side)."""
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):   # a closed stderr must not turn one problem into two
+        pass
 
 
 def _sleep(seconds: float) -> bool:

@@ -51,10 +51,22 @@ Rules:
   >>> normalize("http://0x7f.1/"), normalize("http://[::127.0.0.1]/")
   ('http://127.0.0.1/', 'http://[::7f00:1]/')
 
-* Default ports (80 for http, 443 for https) and an empty port are dropped:
+* Default ports (80 for http, 443 for https) and an empty port are dropped;
+  a port outside 1..65535 raises ``ValueError`` (port 0 cannot be connected to: it is not a
+  place to knock on):
 
   >>> normalize("https://example.com:443/"), normalize("http://example.com:/")
   ('https://example.com/', 'http://example.com/')
+  >>> normalize("http://example.com:8080/")
+  'http://example.com:8080/'
+  >>> normalize("http://example.com:65536/")
+  Traceback (most recent call last):
+  ...
+  ValueError: invalid port '65536' in 'http://example.com:65536/'
+  >>> normalize("http://example.com:0/")
+  Traceback (most recent call last):
+  ...
+  ValueError: invalid port '0'
 
 * Percent-encoding: what the URL Standard encodes is encoded, the rest is
   left as written: space, controls and non-ASCII (as UTF-8) everywhere, and
@@ -313,6 +325,8 @@ def _tidy(href: str) -> str:
     start = 7 if href[4] == ":" else 8  # after "http://" or "https://"
     slash = href.index("/", start)
     authority, path = href[start:slash], href[slash:]
+    if authority.endswith(":0"):  # crawler rule: no server listens on port 0, no link may knock there
+        raise ValueError("invalid port '0'")
     if "%" not in href and "?" not in path and "@" not in authority and "." not in authority[-1:] \
             and ".:" not in authority and "xn--" not in authority:
         return href  # most URLs: nothing to do

@@ -83,8 +83,7 @@ def test_invalid_order_name_raises_value_error(name: str):
 
 
 def test_invalid_pattern_is_an_error_at_construction():
-    import re
-    with pytest.raises(re.error):
+    with pytest.raises(ValueError, match="bad regular expression"):   # RE2 (spider/patterns.py)
         Order("best", prefer=("(",))
 
 

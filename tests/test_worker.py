@@ -17,7 +17,7 @@ from spider.links import Link
 from spider.frontier.memory import MemoryStore
 from spider.records import QueueEntry, first_field
 from conftest import FakeClock, run_until_done as run
-from spider.spider import LinkReport, Spider
+from spider.spider import EXIT_INTERNAL_ERROR, LinkReport, Spider
 
 T0 = 1_700_000_000.0
 
@@ -240,9 +240,19 @@ def test_too_deep_link_admitted_later_from_a_shallower_page(linker) -> None:
     assert queued(store)["http://example.com/late.html"].depth == 1
 
 
-def test_www_and_other_port_of_the_seed_host_are_in_scope(linker) -> None:
+def test_www_and_https_of_the_seed_host_are_in_scope_another_port_is_not(linker) -> None:
+    # The port is part of the scope, as of a browser's origin (any port was in: a page could make
+    # the crawler knock on every port of its host); 80 and 443 count as no port.
     spider, store = linker
-    report = spider.add_links_to_queue(PAGE, ["http://www.example.com/w", "https://example.com:8443/s"], 0)
+    report = spider.add_links_to_queue(PAGE, ["http://www.example.com/w", "https://example.com/s",
+                                              "https://example.com:443/t", "https://example.com:8443/p"], 0)
+    assert report.added == 3 and report.rejected == 1
+    assert "https://example.com:8443/p" not in queued(store)
+
+
+def test_any_port_takes_in_every_port_of_the_seed_host(worker) -> None:
+    spider, store, _ = worker("http://example.com/", any_port=True)
+    report = spider.add_links_to_queue(PAGE, ["http://www.example.com:81/w", "https://example.com:8443/s"], 0)
     assert report.added == 2 and report.rejected == 0
 
 
@@ -594,15 +604,19 @@ def test_fetch_log_has_one_line_per_request(site: TestSite, worker) -> None:
 
 
 class ExplodingFetcher:
-    """Wraps a real Fetcher; raises (like a crawler bug would) for URLs ending in ``boom``."""
+    """Wraps a real Fetcher; raises (like a crawler bug would) for URLs ending in ``boom``, the
+    first ``times`` times (None: always)."""
 
-    def __init__(self, config: CrawlConfig) -> None:
+    def __init__(self, config: CrawlConfig, times: int | None = None) -> None:
         from spider.fetch import Fetcher
 
         self.inner = Fetcher(config)
+        self.left = times
 
     def fetch(self, url: str):
-        if url.endswith("boom"):
+        if url.endswith("boom") and (self.left is None or self.left > 0):
+            if self.left is not None:
+                self.left -= 1
             raise RuntimeError("simulated bug")
         return self.inner.fetch(url)
 
@@ -610,25 +624,46 @@ class ExplodingFetcher:
         self.inner.close()
 
 
-def exploding_worker(seed: str) -> tuple[Spider, MemoryStore, FakeClock]:
+def exploding_worker(seed: str, times: int | None = None) -> tuple[Spider, MemoryStore, FakeClock]:
     config = make_config(seed)
     store, clock = MemoryStore(), FakeClock()
-    spider = Spider(config, store, fetcher=ExplodingFetcher(config), clock=clock, wait=clock.wait)  # type: ignore[arg-type]
+    spider = Spider(config, store, fetcher=ExplodingFetcher(config, times), clock=clock, wait=clock.wait)  # type: ignore[arg-type]
     return spider, store, clock
 
 
-def test_internal_error_fails_the_url_and_the_worker_goes_on(site: TestSite) -> None:
+def test_internal_error_is_retried_later_not_failed(site: TestSite) -> None:
+    # An internal error failed the URL for good ('internal error: RuntimeError'), and failed URLs
+    # are never queued again: --max-time 1e10 failed every URL that way.
     site.route("/", body=html("/boom", "/fine.html"))
+    site.route("/boom", body=html())
     site.route("/fine.html", body=html())
-    spider, store, _ = exploding_worker(site.url("/"))
+    spider, store, _ = exploding_worker(site.url("/"), times=2)   # max_attempts is 3
     try:
         store.add([QueueEntry(site.url("/"))])
         run(spider)
     finally:
         spider.close()
-    assert failed(store)[site.url("/boom")][0] == "internal error: RuntimeError"
+    assert failed(store) == {}
+    assert crawled(store)[site.url("/boom")][0] == "200"
     assert crawled(store)[site.url("/fine.html")][0] == "200"
-    assert "simulated bug" in "".join(store.logs["errors"])
+    assert "".join(store.logs["errors"]).count("RuntimeError: simulated bug") == 2
+
+
+def test_internal_error_every_time_leaves_the_url_pending_and_stops_the_worker(site: TestSite) -> None:
+    site.route("/", body=html("/boom", "/fine.html"))
+    site.route("/fine.html", body=html())
+    spider, store, _ = exploding_worker(site.url("/"))
+    try:
+        store.add([QueueEntry(site.url("/"))])
+        with pytest.raises(SystemExit) as stopped:
+            spider.run(lambda: False)
+    finally:
+        spider.close()
+    assert stopped.value.code == EXIT_INTERNAL_ERROR
+    assert failed(store) == {} and store.inflight == {}
+    assert [(e.url, e.attempts) for e in store.pending] == [(site.url("/boom"), 2)]
+    assert crawled(store)[site.url("/fine.html")][0] == "200"
+    assert "".join(store.logs["errors"]).count("RuntimeError: simulated bug") == 3
 
 
 def test_internal_error_on_a_redirect_target_settles_the_target(site: TestSite) -> None:
@@ -639,7 +674,6 @@ def test_internal_error_on_a_redirect_target_settles_the_target(site: TestSite) 
         crawl_one(spider, store, clock)
     finally:
         spider.close()
-    assert store.inflight == {}
-    assert failed(store).get(site.url("/boom"), [""])[0] == "internal error: RuntimeError"
-    assert site.url("/from") not in failed(store)
+    assert store.inflight == {} and failed(store) == {}
+    assert [(e.url, e.attempts) for e in store.pending] == [(site.url("/boom"), 1)]   # tried again later
     assert crawled(store)[site.url("/from")][0] == "301"

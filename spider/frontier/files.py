@@ -55,6 +55,7 @@ from ..records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEA
                       first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
 from ..politeness import HostState, parse_host_line
 from ..order import Frontier, Order
+from ..patterns import compile_pattern
 from .seen import SeenSet
 from . import view as views
 from ..urls import host_key
@@ -195,7 +196,7 @@ class FileStore:
         self.folder = Path(folder)
         self.order = order or Order()
         # A discovery run fetches only seeds, rechecks and URLs matching these; the rest wait.
-        self.only = tuple(re.compile(p) for p in only)
+        self.only = tuple(compile_pattern(p) for p in only)
         self._seeds = frozenset(seeds)
         self.owner = os.getpid() if owner is None else owner
         self.max_pages = max_pages
