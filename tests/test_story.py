@@ -24,20 +24,7 @@ from spider.status import report as status_report
 from spider.words import plural
 from sitekit import RequestInfo, TestSite
 
-MAIN = str(Path(__file__).resolve().parent.parent / "main.py")
-TIMEOUT = 60
-
-
-def cli(projects: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, MAIN, *args, "--projects-dir", str(projects)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert "Traceback" not in r.stderr, r.stderr
-    return r
-
-
-def ok(r: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert r.returncode == 0, r.stderr
-    return r
+from test_fresh import MAIN, TIMEOUT, cli, ok   # noqa: E402  (subprocess runs of main.py)
 
 
 def summary_rate(stderr: str) -> str:
