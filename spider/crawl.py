@@ -395,7 +395,7 @@ class Crawl:
             self._say(f"warning: {alarm}")
 
     def _status_line(self, c, rate: "_Rate") -> None:  # type: ignore[no-untyped-def]
-        speed = rate.update(c.crawled + c.failed)
+        speed = rate.update(c.crawled + c.failed + c.rechecked)   # pages/s as stats.pages_per_second counts them
         text = (f"crawled {c.crawled}  pending {c.pending}  in flight {c.in_flight}  "
                 f"failed {c.failed}  {speed:.1f} pages/s")
         if self.alarm:

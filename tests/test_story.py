@@ -252,3 +252,21 @@ def test_the_report_shows_content_types_depths_largest_slowest_and_failures(site
                  "Slowest responses", "Failures (failed.txt)", site.url("/p/3.html"), "depth 0"):
         assert text in page, text
     assert "Recrawl" not in page      # no checks yet: no recrawl section
+
+
+def test_the_live_status_line_of_a_recrawl_counts_its_checks(site: TestSite, tmp_path: Path) -> None:
+    import io
+
+    from spider.config import CrawlConfig
+    from spider.crawl import Crawl
+    from spider.urls import normalize
+
+    site.add_tree(6, 2)
+    for path in [f"/p/{i}.html" for i in range(6)]:
+        site.slow(path, 0.15)
+    config = CrawlConfig(seeds=(normalize(site.url("/")),), workers=1, delay=0.0)
+    assert Crawl(tmp_path, config, out=io.StringIO()).run() == 0
+    out = io.StringIO()
+    assert Crawl(tmp_path, config, out=out, status_every=0.2, recheck="all").run() == 0
+    speeds = [float(x) for x in re.findall(r"in flight \d+  failed \d+  ([0-9.]+) pages/s", out.getvalue())]
+    assert speeds and max(speeds) > 0, out.getvalue()    # it read 0.0 while pages were checked
