@@ -51,7 +51,8 @@ TOP_CODES = 12      # status-code columns in the table (the rest are summed as "
 # One colour per meaning, used everywhere on the page.
 BLUE, GREEN, ORANGE, RED, GREY, PURPLE, TEAL = ("#2563eb", "#16a34a", "#d97706", "#dc2626",
                                               "#6b7280", "#7c3aed", "#0e7490")
-CLASS_COLOURS = {"2xx": GREEN, "3xx": BLUE, "4xx": ORANGE, "5xx": RED, "1xx": TEAL, "error": GREY}
+# 304 has a colour of its own: after a recrawl it is a page found unchanged, not a redirect.
+CLASS_COLOURS = {"2xx": GREEN, "304": PURPLE, "3xx": BLUE, "4xx": ORANGE, "5xx": RED, "1xx": TEAL, "error": GREY}
 
 
 # ----------------------------------------------------------------------------- data
@@ -538,6 +539,8 @@ def _percent(part: int, whole: int) -> str:
 
 
 def status_class(code: str) -> str:
+    if code == "304":
+        return code
     return code[0] + "xx" if len(code) == 3 and code.isdigit() else "error"
 
 

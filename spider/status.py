@@ -13,10 +13,9 @@ from .crawl import RUNNING
 from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
-from .records import data_fields, first_field, is_redirect_hop
+from .records import data_fields, first_field, is_redirect_hop, utc_stamp
 from .census import top_patterns
 from .export import final_statuses
-from .records import utc_stamp
 from .stats import RUN_GAP, Round, StatsRow, alarm_from_rows, discovery_ratio, read_stats, recrawl_rounds
 from .words import plural
 from .store import CRAWLED, DUPLICATES, FAILED, REJECTED, SIGNATURE, FileStore
@@ -114,8 +113,9 @@ def report(folder: Path, name: str) -> str:
     if running.startswith("yes"):   # stats.txt's last row may be a second old: add the live counts
         live = StatsRow(time.time(), c.pending, c.in_flight, c.crawled, c.failed,
                         max(0, c.pending + c.in_flight + c.crawled + c.hops + c.failed + c.rejected - rechecks))
-    out += _selection_lines(folder, c, total_bytes, pending_urls, live)
-    out += _freshness_lines(folder, c.crawled, name)
+    rows = read_stats(folder)
+    out += _selection_lines(folder, c, total_bytes, pending_urls, rows, live)
+    out += _freshness_lines(folder, c.crawled, name, rows)
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -152,13 +152,13 @@ def report(folder: Path, name: str) -> str:
     return "\n".join(out)
 
 
-def _freshness_lines(folder: Path, crawled: int, name: str) -> list[str]:
+def _freshness_lines(folder: Path, crawled: int, name: str, rows: list[StatsRow]) -> list[str]:
     """Recrawl: what the last round of checks found, how many crawled pages are due for a check
     (and when the next one is), and which were found removed."""
     from . import recrawl
 
     out = []
-    rounds = recrawl_rounds(folder, read_stats(folder))
+    rounds = recrawl_rounds(folder, rows)
     if rounds:
         last = rounds[-1]
         out.append(f"recrawl   {plural(len(rounds), 'run')} with checks; the last, at {utc_stamp(last.start)}: "
@@ -181,14 +181,13 @@ def _freshness_lines(folder: Path, crawled: int, name: str) -> list[str]:
 
 
 def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str],  # type: ignore[no-untyped-def]
-                     live: StatsRow | None = None) -> list[str]:
+                     rows: list[StatsRow], live: StatsRow | None = None) -> list[str]:
     """Is the crawl finding pages worth having? Discovery ratio, duplicates, bytes per useful page,
     the pending queue's URL patterns, and the trap alarm. ``live``: the counts of a running crawl,
     as a last stats row (the same columns as the crawl's own samples)."""
     out = []
-    rows = read_stats(folder)
     if live is not None and rows and 0 <= live.unix - rows[-1].unix <= RUN_GAP:
-        rows.append(live)
+        rows = rows + [live]
     # One definition (stats.discovery_ratio), over stats.txt's rows, for "overall" and "recent"
     # alike: a window longer than the crawl is the crawl, so then both say the same.
     overall, recent = discovery_ratio(rows), discovery_ratio(rows, RECENT_SECONDS)

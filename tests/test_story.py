@@ -270,3 +270,10 @@ def test_the_live_status_line_of_a_recrawl_counts_its_checks(site: TestSite, tmp
     assert Crawl(tmp_path, config, out=out, status_every=0.2, recheck="all").run() == 0
     speeds = [float(x) for x in re.findall(r"in flight \d+  failed \d+  ([0-9.]+) pages/s", out.getvalue())]
     assert speeds and max(speeds) > 0, out.getvalue()    # it read 0.0 while pages were checked
+
+
+def test_the_status_chart_tells_unchanged_pages_from_redirects() -> None:
+    from spider.report import status_chart
+
+    chart = status_chart({"a.test": Counter({"304": 5, "301": 1, "200": 2})})
+    assert ">304<" in chart and ">3xx<" in chart   # two legends, two colours
