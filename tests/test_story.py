@@ -196,7 +196,7 @@ def test_the_first_seconds_of_a_run_are_sampled_faster() -> None:
 
 def test_a_short_crawl_gets_many_samples(site: TestSite, projects_dir: Path) -> None:
     site.add_tree(8, 1)     # a chain of 9 pages, 0.3 s apart: over 2.4 s
-    ok(cli(projects_dir, "crawl", "q", site.url("/"), "--delay", "0.3", "--workers", "1"))
+    ok(cli(projects_dir, "crawl", "q", site.url("/"), "--delay", "0.3", "--workers", "1", "--max-depth", "20"))
     rows = read_stats(projects_dir / "q")
     assert len(rows) >= 6, rows       # every 2 s gave 2 or 3
     assert rows[0].first and not any(r.first for r in rows[1:])
