@@ -309,8 +309,8 @@ def rate_series(tl: Timeline) -> tuple[list[Point], list[Point]]:
     """Pages/s and discovery ratio per time slice (intervals summed, so the lines are smooth).
 
     pages/s = Δ(crawled + failed + checked) / Δtime, as ``stats.pages_per_second`` (a recrawl's
-    checks are pages fetched too); discovery ratio = Δdiscovered / Δ(crawled + failed), as
-    ``stats.discovery_ratio``, only for slices in which a page was fetched for the first time.
+    checks are pages fetched too); discovery ratio = Δdiscovered / ΔURLs completed, as
+    ``stats.discovery_ratio``, only for slices in which a URL was completed.
     Intervals across a pause between runs are skipped.
     """
     width = max(tl.duration / BUCKETS, 1e-9)
@@ -325,7 +325,7 @@ def rate_series(tl: Timeline) -> tuple[list[Point], list[Point]]:
             acc[0] += x1 - x0
             acc[1] += (b.fetched - a.fetched) + max(0, b.checked - a.checked)
             acc[2] += b.discovered - a.discovered
-            acc[3] += b.fetched - a.fetched
+            acc[3] += b.done - a.done
             acc[4] = x1
         if buckets and speed:
             speed.append((run[0][0], None))
@@ -804,7 +804,7 @@ def render(data: ReportData) -> str:
         line_chart("Pages per second (fetched, failed or checked)", [Series("pages/s", GREEN, speed)], y_label="pages/s",
                    x_max=tl.duration, restarts=tl.restarts,
                    empty="no data yet (needs two stats samples)"),
-        line_chart("Discovery ratio (new URLs per fetched page)", [Series("ratio", PURPLE, ratio)],
+        line_chart("Discovery ratio (new URLs per URL fetched)", [Series("ratio", PURPLE, ratio)],
                    y_label="new URLs / page", x_max=tl.duration, restarts=tl.restarts,
                    reference=(1.0, "1: the frontier holds steady"),
                    empty="no data yet (needs two stats samples with pages fetched between)"),

@@ -7,7 +7,7 @@ afterwards (``report``) and ``status`` can tell whether the frontier is running 
 (TAB-separated):
 
     time  unix  pending  in_flight  crawled  failed  discovered  duplicates  bytes
-    top_pattern  top_pending  rejected  seen_again  checked
+    top_pattern  top_pending  rejected  seen_again  checked  completed
 
 - ``crawled`` counts pages (redirect hops excluded); ``discovered`` counts the distinct URLs the
   frontier took in (pending, in flight, crawled, failed, redirect hops): a recrawl's pending and
@@ -20,7 +20,9 @@ afterwards (``report``) and ``status`` can tell whether the frontier is running 
 - ``rejected``: refusals so far by reason, ``reason=count;reason=count`` (``-`` when none);
 - ``seen_again``: links found to URLs already known (pending, in flight, crawled or failed):
   counted, not logged one by one (links.txt carries each page's count);
-- ``checked``: recrawl checks made so far (lines of checks.txt), so pages/s counts them too.
+- ``checked``: recrawl checks made so far (lines of checks.txt), so pages/s counts them too;
+- ``completed``: URLs completed so far: pages crawled, failed, redirect hops, and URLs robots.txt
+  refused when they were claimed (the discovery ratio's denominator).
 
 Rates over time are read from the rows with ``runs`` (a gap longer than ``RUN_GAP`` between two
 rows is a pause between runs), ``pages_per_second`` and ``discovery_ratio``: ``status``, ``report``
@@ -47,7 +49,7 @@ from .view import identity
 
 STATS = "stats.txt"
 STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
-                "\ttop_pattern\ttop_pending\trejected\tseen_again\tchecked\n")
+                "\ttop_pattern\ttop_pending\trejected\tseen_again\tchecked\tcompleted\n")
 STATS_EVERY = 2.0
 FAST_EVERY, FAST_FOR = 0.25, 10.0   # a run's first 10 s are sampled 8x as often (a 5 s crawl: 20 points)
 RUN_GAP = 3 * STATS_EVERY   # a longer gap between two rows is a pause between runs, not crawl time
@@ -263,11 +265,12 @@ class StatsRecorder:
         top = self.census.top(1)
         top_pattern, top_pending = top[0] if top else ("-", 0)
         top_pending *= self._every or 1   # an estimate when the census samples
-        discovered = max(0, pending + in_flight + crawled + hops + failed + rejected_claims - self.known_again())
+        completed = max(0, crawled + hops + failed + rejected_claims - self.rechecks_refused)
+        discovered = max(0, pending + in_flight + completed - max(0, self.rechecks) - len(self._recheck_flight))
         rejected = ";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())) or "-"
         line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
                 f"{discovered}\t{self.duplicates}\t{self.bytes}\t{top_pattern}\t{top_pending}\t{rejected}\t"
-                f"{self.seen_again}\t{self.checked}\n")
+                f"{self.seen_again}\t{self.checked}\t{completed}\n")
         path = self.folder / STATS
         from .store import append_text
         if not path.exists():
@@ -304,12 +307,19 @@ class StatsRow:
     rejected: dict[str, int] = field(default_factory=dict)
     seen_again: int = 0
     checked: int = 0
+    completed: int = 0    # 0 in files written before the column
     first: bool = False   # the first row of a run (after a RUN_MARK line)
 
     @property
     def fetched(self) -> int:
         """Pages fetched for the first time (crawled or failed; redirect hops aside)."""
         return self.crawled + self.failed
+
+    @property
+    def done(self) -> int:
+        """URLs completed: pages fetched, redirect hops, URLs refused when claimed (an older file,
+        without the column: the pages fetched)."""
+        return max(self.completed, self.fetched)
 
 
 def parse_stats_line(line: str) -> StatsRow | None:
@@ -337,9 +347,10 @@ def parse_stats_line(line: str) -> StatsRow | None:
                 rejected[k] = int(v)
     pending, in_flight, crawled, failed, discovered, duplicates, size = counts
     seen_again = int(f[12]) if len(f) > 12 and f[12].strip().isdigit() else 0
-    checked = int(f[13]) if len(f) > 13 and f[13].strip().isdigit() else 0   # older files: no column
+    checked, completed = (int(f[i]) if len(f) > i and f[i].strip().isdigit() else 0 for i in (13, 14))   # older files: none
     return StatsRow(unix, pending, in_flight, crawled, failed, discovered, duplicates, size,
-                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected, seen_again, checked)
+                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected, seen_again, checked,
+                    completed)
 
 
 def read_stats(folder: Path, last: int | None = None) -> list[StatsRow]:
@@ -414,22 +425,24 @@ def pages_per_second(rows: Sequence[StatsRow]) -> float | None:
 
 
 def discovery_ratio(rows: Sequence[StatsRow], seconds: float | None = None) -> float | None:
-    """New URLs per page fetched: URLs the frontier took in ÷ pages fetched for the first time
-    (crawled or failed), over the crawl time of ``rows`` (pauses between runs left out), or over
-    its last ``seconds`` only. None when no page was fetched in that time.
+    """New URLs per URL fetched: URLs the frontier took in ÷ URLs completed (pages crawled or
+    failed, redirect hops, URLs robots.txt refused when claimed), over the crawl time of ``rows``
+    (pauses between runs left out), or over its last ``seconds`` only. None when no URL was
+    completed in that time.
 
-    1 means the frontier holds steady (each page brought one new URL in place of itself); above
-    1 it grows, below 1 it shrinks, and near 0 the crawl is running out of new pages. A window
-    longer than the crawl is the whole crawl. Over a whole finished crawl the ratio is just below
-    1 (every page fetched was once a new URL, and the queue went from the seeds to empty): it is
-    1 + (growth of the pending queue ÷ pages fetched), so "overall" is worth reading while the
-    crawl runs, "recent" always. Pages checked by a recrawl are not first fetches: not counted.
+    1 means the frontier holds steady (each URL fetched brought one new URL in place of itself);
+    above 1 it grows, below 1 it shrinks, and near 0 the crawl is running out of new pages. A
+    window longer than the crawl is the whole crawl. Over a whole crawl the ratio is
+    1 + (growth of the frontier ÷ URLs completed): a finished crawl ends just below 1 (every URL
+    fetched was once a new URL, and the queue went from the seeds to empty), so "overall" is
+    worth reading while the crawl runs, "recent" always. A recrawl's checks are not counted:
+    their URLs were neither new nor fetched for the first time.
     """
-    new = fetched = 0
+    new = done = 0
     for a, b in _intervals(rows, seconds):
         new += b.discovered - a.discovered
-        fetched += b.fetched - a.fetched
-    return max(0.0, new / fetched) if fetched > 0 else None
+        done += b.done - a.done
+    return max(0.0, new / done) if done > 0 else None
 
 
 def alarm_from_rows(rows: Sequence[StatsRow]) -> str | None:

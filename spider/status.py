@@ -111,8 +111,9 @@ def report(folder: Path, name: str) -> str:
         out.append("note      nothing crawled yet")
     live = None
     if running.startswith("yes"):   # stats.txt's last row may be a second old: add the live counts
+        completed = c.crawled + c.hops + c.failed + c.rejected
         live = StatsRow(time.time(), c.pending, c.in_flight, c.crawled, c.failed,
-                        max(0, c.pending + c.in_flight + c.crawled + c.hops + c.failed + c.rejected - rechecks))
+                        max(0, c.pending + c.in_flight + completed - rechecks), completed=completed)
     rows = read_stats(folder)
     out += _selection_lines(folder, c, total_bytes, pending_urls, rows, live)
     out += _freshness_lines(folder, c.crawled, name, rows)

@@ -277,3 +277,19 @@ def test_the_status_chart_tells_unchanged_pages_from_redirects() -> None:
 
     chart = status_chart({"a.test": Counter({"304": 5, "301": 1, "200": 2})})
     assert ">304<" in chart and ">3xx<" in chart   # two legends, two colours
+
+
+def test_redirect_hops_are_urls_fetched_so_a_finished_crawl_ends_below_one(tmp_path: Path) -> None:
+    # 1 seed; 3 pages and 2 redirect hops fetched: 4 new URLs for 5 URLs completed (it read 4/3)
+    rows = [StatsRow(0, pending=1, discovered=1, first=True),
+            StatsRow(1, pending=0, crawled=3, discovered=5, completed=5)]
+    assert discovery_ratio(rows) == pytest.approx(4 / 5)
+    old = [StatsRow(0, pending=1, discovered=1), StatsRow(1, crawled=3, discovered=5)]   # no column: pages
+    assert discovery_ratio(old) == pytest.approx(4 / 3)
+
+
+def test_the_demo_crawl_ends_with_a_ratio_below_one(demo_url: str, projects_dir: Path) -> None:
+    ok(cli(projects_dir, "crawl", "d", demo_url, "--delay", "0"))
+    status = ok(cli(projects_dir, "status", "d")).stdout
+    m = re.search(r"^discovery ([0-9.]+) new URLs per fetched page overall", status, re.M)
+    assert m and float(m.group(1)) < 1, status     # redirects and robots refusals are URLs completed too
