@@ -254,7 +254,8 @@ def seed(name: str, projects_dir: Path) -> None:
 
 @main.command()
 @click.argument("name")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), required=True)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
+              help="JSON lines (one object per line) or CSV with a header row.")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Where to write the records.  [default: standard output]")
 @projects_dir_option

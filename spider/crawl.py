@@ -40,12 +40,13 @@ from .records import QueueEntry, data_fields, is_data, utc_stamp
 from . import recrawl, safefs
 from .order import Order
 from .scope import Admission
-from .stats import STATS_EVERY, StatsRecorder
+from .stats import StatsRecorder, crawl_seconds, pages_per_second, sample_every
 from .frontier.contract import StoreError
 from .frontier.files import FileStore
 from .frontier.recovery import Repair, is_clean, recover, tidy, write_signature
 from .safefs import atomic_write
 from .urls import host_key
+from .words import plural
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 MAX_WARNINGS = 20   # problems found in the files at start-up said one by one; the rest counted
@@ -69,11 +70,12 @@ class Summary:
     stopped_by: str    # "done", "budget", "interrupted"
     this_run: int = -1   # pages crawled by this run (the counts above are the project's); -1: all
     rechecked: int = 0   # recrawl checks of crawled pages made by this run
+    rate: float | None = None   # stats.pages_per_second of this run's stats.txt rows (as the report)
 
     def line(self) -> str:
         now = self.crawled if self.this_run < 0 else self.this_run
-        rate = (now + self.rechecked) / self.seconds if self.seconds > 0 else 0.0
-        extra = ([f"+{self.hops} redirect{'s' if self.hops != 1 else ''}"] if self.hops else []) + \
+        rate = self.rate if self.rate is not None else 0.0
+        extra = ([plural(self.hops, "redirect", prefix="+")] if self.hops else []) + \
             ([f"{now} in this run"] if now != self.crawled else []) + \
             ([f"{self.rechecked} rechecked"] if self.rechecked else [])
         more = f" ({'; '.join(extra)})" if extra else ""
@@ -242,10 +244,14 @@ class Crawl:
                 self._say(f"recrawl: {len(marked)} page(s) no longer linked from anywhere in "
                           f"{recrawl.INACTIVE_AFTER} recrawls in a row: marked inactive in removed.txt")
         budget = cfg.max_pages is not None and counts.completed >= cfg.max_pages and counts.pending > 0
+        # The crawl time and the rate are read from this run's stats.txt rows, as the report
+        # reads them, so both say the same pages/s for the same run.
+        rows = self.stats.rows
         summary = Summary(counts.crawled, counts.hops, counts.failed, store.refresh().pending,
-                          count_lines(self.folder / "rejected.txt"), time.monotonic() - started,
+                          count_lines(self.folder / "rejected.txt"),
+                          crawl_seconds(rows) if len(rows) > 1 else time.monotonic() - started,
                           "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"),
-                          counts.crawled - crawled_before, counts.rechecked)
+                          counts.crawled - crawled_before, counts.rechecked, pages_per_second(rows))
         self._finish_line(summary)
         if cfg.discover and code == EXIT_DONE and summary.pending:
             self._say(f"discovery done: {summary.pending} URL(s) left pending for the fetch run; "
@@ -263,7 +269,10 @@ class Crawl:
         due = [(u, d) for u, d in recrawl.due_pages(self.folder, now, everything, since)
                if u not in pending and (only is None or only(u))]
         n = store.requeue(QueueEntry(u, d, 0, 0.0, "-", "recheck") for u, d in due)
-        self._say(f"recrawl: {n} page(s) to check" + (f" ({len(pending)} already queued)" if pending else ""))
+        if n or pending or everything:
+            self._say(f"recrawl: {plural(n, 'page')} to check" + (f" ({len(pending)} already queued)" if pending else ""))
+        else:
+            self._say(recrawl.nothing_due(self.folder, now, self.folder.name))
 
     def _seed_from_sitemaps(self, store: FileStore) -> None:
         """Queue the URLs of the in-scope hosts' sitemaps (spider/sitemaps.py), politely, before
@@ -346,6 +355,7 @@ class Crawl:
             store.drop_seen()   # the workers have their copies; the parent only watches
             restarts = 0
             last_status = last_sample = 0.0
+            first_sample: float | None = None
             rate = _Rate()
             while True:
                 if self.interrupts >= 2:
@@ -378,8 +388,9 @@ class Crawl:
                 if not procs:
                     return EXIT_INTERRUPTED if self.interrupts else EXIT_DONE
                 now = time.monotonic()
-                if now - last_sample >= STATS_EVERY:
+                if now - last_sample >= sample_every(0.0 if first_sample is None else now - first_sample):
                     last_sample = now
+                    first_sample = now if first_sample is None else first_sample
                     self._sample(store.refresh())
                     self._tell_held_hosts(store)
                 if now - last_status >= self.status_every:
@@ -435,7 +446,7 @@ class Crawl:
             self._say(f"warning: {alarm}")
 
     def _status_line(self, c, rate: "_Rate") -> None:  # type: ignore[no-untyped-def]
-        speed = rate.update(c.crawled + c.failed)
+        speed = rate.update(c.crawled + c.failed + c.rechecked)   # pages/s as stats.pages_per_second counts them
         text = (f"crawled {c.crawled}  pending {c.pending}  in flight {c.in_flight}  "
                 f"failed {c.failed}  {speed:.1f} pages/s")
         if self.alarm:

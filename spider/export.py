@@ -420,6 +420,15 @@ def _records(folder: Path, skipped: Skipped) -> Iterator[dict]:
             yield _apply(rec, checks.get(url), removed.get(url))
 
 
+def final_statuses(folder: Path) -> Iterator[Tuple[str, str]]:
+    """(url, status) of every record, as export gives it: the last HTTP status received (``304``
+    for a page a recrawl found unchanged, the check's status after a change or a removal), or
+    ``error`` when no response came. ``status`` and ``report`` count these, so the three commands
+    tell the same story about a recrawl."""
+    for rec in records(folder):
+        yield rec["url"], "error" if rec["status"] is None else str(rec["status"])
+
+
 # ----------------------------------------------------------------------------- writing
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Iterator
 
 from .records import MAX_TITLE, clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
 from .frontier.seen import SeenSet
@@ -244,14 +245,43 @@ def due_pages(folder: Path, now: float, everything: bool = False,
     due ones. Redirect hops, pages removed, and pages that never answered 2xx are not checked;
     nor, with ``checked_since``, pages checked (or first crawled) since then: the part of a
     round of checks that a killed run had done."""
-    folder = Path(folder)
-    schedule, lastmod, gone = read_schedule(folder), read_lastmod(folder, now), removed_urls(folder)
+    lastmod = read_lastmod(folder, now)
     out: list[tuple[str, int]] = []
+    for page, depth in _checkable(Path(folder)):
+        if checked_since is not None and page.checked_at >= checked_since:
+            continue
+        if everything or is_due(page, now, lastmod.get(page.url)):
+            out.append((page.url, depth))
+    return out
+
+
+def next_due(folder: Path) -> float | None:
+    """When the first crawled page that ``recrawl`` would check becomes due (None: no page is
+    checkable: nothing crawled, or every page removed)."""
+    return min((page.due for page, _ in _checkable(Path(folder)) if not math.isinf(page.due)), default=None)
+
+
+def nothing_due(folder: Path, now: float, name: str) -> str:
+    """What ``recrawl`` says when no page is due: when one will be, and how to check them all now."""
+    when = next_due(folder)
+    if when is None:
+        return "recrawl: no crawled page to check"
+    left = max(0.0, when - now)
+    span = f"{left / 86400:.1f} days" if left >= 86400 else (f"{left / 3600:.1f} hours" if left >= 3600
+                                                             else f"{left / 60:.0f} minutes")
+    return (f"recrawl: nothing is due; the next page is due at {utc_stamp(when)} (in {span}); "
+            f"`recrawl {name} --all` checks every page now")
+
+
+def _checkable(folder: Path) -> Iterator[tuple[Page, int]]:
+    """(schedule, depth) of each crawled page a recrawl may check: not a redirect hop, not removed,
+    answered 2xx; its first line in crawled.txt."""
+    schedule, gone = read_schedule(folder), removed_urls(folder)
     seen: set[str] = set()
     try:
         f = open(folder / "crawled.txt", encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return out
+        return
     with f:
         for line in f:
             if not is_data(line) or is_redirect_hop(line):
@@ -263,15 +293,11 @@ def due_pages(folder: Path, now: float, everything: bool = False,
             seen.add(url)
             page = schedule.get(url) or Page(url, due=(parse_stamp(fields[5]) or 0.0) + INITIAL_INTERVAL,
                                              checked_at=parse_stamp(fields[5]) or 0.0)
-            if checked_since is not None and page.checked_at >= checked_since:
-                continue
-            if everything or is_due(page, now, lastmod.get(url)):
-                try:
-                    depth = int(fields[4])
-                except ValueError:
-                    depth = 0
-                out.append((url, depth))
-    return out
+            try:
+                depth = int(fields[4])
+            except ValueError:
+                depth = 0
+            yield page, depth
 
 
 ROUND = "round.txt"

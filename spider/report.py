@@ -13,6 +13,7 @@ Every piece of text that comes from a file (URLs, reasons, patterns, hosts) is a
 from __future__ import annotations
 
 import calendar
+import heapq
 import html
 import math
 import re
@@ -23,20 +24,25 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 from urllib.parse import urlsplit
 
-from .census import Sample, top_patterns, trap_alarm
+from .census import top_patterns
 from .records import data_fields
-from .stats import STATS_EVERY, StatsRow, read_stats
+from .stats import (RUN_GAP, Round, StatsRow, alarm_from_rows, crawl_seconds, discovery_ratio,
+                    pages_per_second, read_stats, recrawl_rounds, runs)
 from .frontier.files import FileStore
 from .safefs import atomic_write
+from .words import plural
 
 STATS = "stats.txt"
 DUPLICATES = "duplicates.txt"
 SETTINGS = "settings.txt"
 QUEUE, CRAWLED, FAILED, REJECTED = "queue.txt", "crawled.txt", "failed.txt", "rejected.txt"
 
-# A run samples every STATS_EVERY seconds (and once at its end): a longer gap between two
-# samples is a pause between runs (a Ctrl-C and a resume 20 s later was counted as crawl time).
-GAP = 3 * STATS_EVERY
+# A run samples at least every STATS_EVERY seconds (and once at its end): a longer gap between
+# two samples is a pause between runs (a Ctrl-C and a resume 20 s later was counted as crawl time).
+GAP = RUN_GAP
+FETCH_LOG = "fetch.log"
+TOP_PAGES = 10      # rows in the largest / slowest pages tables
+TOP_FAILURES = 100  # rows in the failures table (the rest are counted)
 BUCKETS = 120       # rate charts average over at most this many time slices
 MAX_POINTS = 600    # the frontier line is thinned to at most this many points
 TOP_N = 12          # bars in the pattern / reason charts
@@ -46,7 +52,8 @@ TOP_CODES = 12      # status-code columns in the table (the rest are summed as "
 # One colour per meaning, used everywhere on the page.
 BLUE, GREEN, ORANGE, RED, GREY, PURPLE, TEAL = ("#2563eb", "#16a34a", "#d97706", "#dc2626",
                                               "#6b7280", "#7c3aed", "#0e7490")
-CLASS_COLOURS = {"2xx": GREEN, "3xx": BLUE, "4xx": ORANGE, "5xx": RED, "1xx": TEAL, "error": GREY}
+# 304 has a colour of its own: after a recrawl it is a page found unchanged, not a redirect.
+CLASS_COLOURS = {"2xx": GREEN, "304": PURPLE, "3xx": BLUE, "4xx": ORANGE, "5xx": RED, "1xx": TEAL, "error": GREY}
 
 
 # ----------------------------------------------------------------------------- data
@@ -73,6 +80,12 @@ class ReportData:
     failure_reasons: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
     patterns: list[tuple[str, int]] = field(default_factory=list)
+    content_types: Counter[str] = field(default_factory=Counter)   # pages by media type
+    depths: Counter[int] = field(default_factory=Counter)          # pages and failures by depth
+    largest: list[tuple[str, int]] = field(default_factory=list)   # (URL, bytes) from fetch.log
+    slowest: list[tuple[str, int]] = field(default_factory=list)   # (URL, ms) from fetch.log
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)   # URL, reason, depth, when
+    rounds: list[Round] = field(default_factory=list)              # recrawl checks, one per run
 
 
 def _int(text: str, default: int = 0) -> int:
@@ -107,11 +120,14 @@ def _read_crawled(folder: Path, data: ReportData) -> None:
         if len(f) < 2 or not _is_url(f[0]) or not re.fullmatch(r"[1-9][0-9]{2}", f[1]):
             continue
         status = f[1]
-        data.status_by_host.setdefault(host_of(f[0]), Counter())[status] += 1
         if status.startswith("3") and status != "304":
             data.redirects += 1
         else:
             data.crawled += 1
+            ctype = f[2].split(";")[0].strip().lower() if len(f) > 2 else ""
+            data.content_types[ctype if ctype not in ("", "-") else "(none)"] += 1
+            if len(f) > 4 and f[4].isdigit():
+                data.depths[int(f[4])] += 1
         data.bytes += max(0, _int(f[3])) if len(f) > 3 else 0
         when = _parse_stamp(f[5]) if len(f) > 5 else None
         if when is not None:
@@ -124,10 +140,53 @@ def _read_failed(folder: Path, data: ReportData) -> None:
         if len(f) < 2 or not _is_url(f[0]):
             continue
         reason = f[1].strip() or "?"
-        code = reason if re.fullmatch(r"[1-9][0-9]{2}", reason) else "error"
-        data.status_by_host.setdefault(host_of(f[0]), Counter())[code] += 1
         data.failure_reasons[reason] += 1
         data.failed += 1
+        depth = f[2].strip() if len(f) > 2 else ""
+        if depth.isdigit():
+            data.depths[int(depth)] += 1
+        if len(data.failures) < TOP_FAILURES:
+            data.failures.append((f[0], reason, depth or "-", f[3].strip() if len(f) > 3 else "-"))
+
+
+def _read_statuses(folder: Path, data: ReportData) -> None:
+    """Status codes by host as ``export`` and ``status`` count them: each URL's last status (a
+    recrawl's 304 for a page found unchanged), ``error`` when no response came."""
+    from .export import final_statuses
+
+    if folder.is_dir():
+        for url, code in final_statuses(folder):
+            data.status_by_host.setdefault(host_of(url), Counter())[code] += 1
+
+
+def _read_fetch_log(folder: Path, data: ReportData) -> None:
+    """The largest and the slowest pages, from fetch.log (``time pid status bytes ms URL``): each
+    URL once, at its largest size / longest time."""
+    size, ms = _Top(TOP_PAGES), _Top(TOP_PAGES)
+    for f in data_fields(folder / FETCH_LOG):
+        if len(f) >= 6 and _is_url(f[5]) and f[3].isdigit() and f[4].isdigit():
+            size.add(f[5], int(f[3]))
+            ms.add(f[5], int(f[4]))
+    data.largest, data.slowest = size.top(), ms.top()
+
+
+class _Top:
+    """The n URLs with the largest values, each URL at its largest value, in memory bounded by
+    4n URLs whatever the size of fetch.log (a URL pruned was below the n-th value then, which
+    only grows, so it could not have made the top)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.best: dict[str, int] = {}
+
+    def add(self, url: str, value: int) -> None:
+        if value > self.best.get(url, -1):
+            self.best[url] = value
+            if len(self.best) > 4 * self.n:
+                self.best = dict(self.top())
+
+    def top(self) -> list[tuple[str, int]]:
+        return heapq.nlargest(self.n, self.best.items(), key=lambda kv: (kv[1], kv[0]))
 
 
 def _rejection_reason(reason: str) -> str:
@@ -164,6 +223,9 @@ def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
     data.stats = sorted(rows, key=lambda r: r.unix)
     _read_crawled(folder, data)
     _read_failed(folder, data)
+    _read_statuses(folder, data)
+    _read_fetch_log(folder, data)
+    data.rounds = recrawl_rounds(folder, data.stats)
     for f in data_fields(folder / REJECTED):
         if len(f) >= 2:
             data.rejected[_rejection_reason(f[1])] += 1
@@ -214,22 +276,16 @@ class Timeline:
 
 
 def timeline(rows: Sequence[StatsRow]) -> Timeline:
-    """Split rows into runs at gaps longer than ``GAP`` so a resumed crawl's pause costs no width."""
-    runs: list[list[tuple[float, StatsRow]]] = []
+    """Place rows on crawl time, run by run (``stats.runs``): a resumed crawl's pause costs no width."""
+    out: list[list[tuple[float, StatsRow]]] = []
     restarts: list[float] = []
     x = 0.0
-    prev: Optional[StatsRow] = None
-    for row in rows:
-        dt = row.unix - prev.unix if prev else 0.0
-        if prev is None or dt > GAP:
-            if prev is not None:
-                restarts.append(x)
-            runs.append([])
-        else:
-            x += max(0.0, dt)
-        runs[-1].append((x, row))
-        prev = row
-    return Timeline(runs, restarts)
+    for run in runs(rows):
+        if out:
+            restarts.append(x)
+        out.append([(x + row.unix - run[0].unix, row) for row in run])
+        x = out[-1][-1][0]
+    return Timeline(out, restarts)
 
 
 Point = tuple[float, Optional[float]]   # y None: a break in the line
@@ -253,8 +309,10 @@ def level_series(tl: Timeline, attr: str) -> list[Point]:
 def rate_series(tl: Timeline) -> tuple[list[Point], list[Point]]:
     """Pages/s and discovery ratio per time slice (intervals summed, so the lines are smooth).
 
-    pages/s = Δcrawled / Δtime; discovery ratio = Δdiscovered / Δ(crawled + failed), only for
-    slices in which something was fetched. Intervals across a pause between runs are skipped.
+    pages/s = Δ(crawled + failed + checked) / Δtime, as ``stats.pages_per_second`` (a recrawl's
+    checks are pages fetched too); discovery ratio = Δdiscovered / ΔURLs completed, as
+    ``stats.discovery_ratio``, only for slices in which a URL was completed.
+    Intervals across a pause between runs are skipped.
     """
     width = max(tl.duration / BUCKETS, 1e-9)
     speed: list[Point] = []
@@ -266,9 +324,9 @@ def rate_series(tl: Timeline) -> tuple[list[Point], list[Point]]:
                 continue
             acc = buckets.setdefault(min(int(x1 / width), BUCKETS - 1), [0.0, 0.0, 0.0, 0.0, 0.0])
             acc[0] += x1 - x0
-            acc[1] += b.crawled - a.crawled
+            acc[1] += (b.fetched - a.fetched) + max(0, b.checked - a.checked)
             acc[2] += b.discovered - a.discovered
-            acc[3] += (b.crawled + b.failed) - (a.crawled + a.failed)
+            acc[3] += b.done - a.done
             acc[4] = x1
         if buckets and speed:
             speed.append((run[0][0], None))
@@ -482,6 +540,8 @@ def _percent(part: int, whole: int) -> str:
 
 
 def status_class(code: str) -> str:
+    if code == "304":
+        return code
     return code[0] + "xx" if len(code) == 3 and code.isdigit() else "error"
 
 
@@ -593,7 +653,7 @@ table.status { width: 100%; border-collapse: collapse; background: #fff;
 table.status th, table.status td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; }
 table.status th { font-size: 12px; color: var(--muted); font-weight: 600; white-space: nowrap; }
 table.status .num { text-align: right; } table.status .total { font-weight: 600; }
-table.status .host { word-break: break-all; }
+table.status .host, table.status .url { word-break: break-all; }
 .dot { display: inline-block; width: 8px; height: 8px; border-radius: 50%; margin-right: 4px; }
 .note { color: var(--muted); font-size: 12px; }
 footer { margin-top: 28px; color: var(--muted); font-size: 12px; }
@@ -614,23 +674,34 @@ def _card(key: str, value: str, sub: str = "") -> str:
 def duration_of(data: ReportData) -> float:
     """Crawl time from stats.txt (pauses cut out), else the span of fetch times."""
     if len(data.stats) > 1:
-        return timeline(data.stats).duration
+        return crawl_seconds(data.stats)
     if data.first_fetch is not None and data.last_fetch is not None:
         return data.last_fetch - data.first_fetch
     return 0.0
 
 
+def speed_of(data: ReportData) -> Optional[float]:
+    """Pages per second of crawl time: ``stats.pages_per_second``, the number a run's summary line
+    says (pages fetched, failed or checked); from the fetch times only without stats.txt."""
+    rate = pages_per_second(data.stats)
+    if rate is None and len(data.stats) < 2:
+        duration = duration_of(data)
+        rate = (data.crawled + data.failed) / duration if duration > 0 else None
+    return rate
+
+
 def cards(data: ReportData) -> str:
     """The headline numbers."""
     duration = duration_of(data)
-    last = data.stats[-1] if data.stats else None
-    fetched = (last.crawled + last.failed) if last else 0
-    ratio = f"discovery ratio {last.discovered / fetched:.2f}" if last and fetched else ""
-    speed = f"{data.crawled / duration:.1f} pages/s" if duration > 0 else ""
+    discovery = discovery_ratio(data.stats)
+    ratio = f"discovery ratio {discovery:.2f}" if discovery is not None else ""
+    rate = speed_of(data)
+    speed = f"{rate:.1f} pages/s" if rate is not None else ""
     per_page = f"{fmt_bytes(data.bytes / data.crawled)} per page" if data.crawled else ""
     kinds = (f"{fmt_int(data.duplicates)} same text, {fmt_int(data.variants)} variants"
              if data.duplicates or data.variants else "")
-    hops = f"+{fmt_int(data.redirects)} redirects" if data.redirects else ""
+    hops = plural(data.redirects, "redirect", prefix="+").replace(str(data.redirects), fmt_int(data.redirects), 1) \
+        if data.redirects else ""
     return '<section class="cards">' + "".join([
         _card("crawled", fmt_int(data.crawled), hops),
         _card("failed", fmt_int(data.failed), _top(data.failure_reasons, 2)),
@@ -647,7 +718,7 @@ def _top(counter: Counter[str], n: int) -> str:
 
 
 def _alarm(data: ReportData) -> str:
-    message = trap_alarm([Sample(r.pending, r.top_pattern, r.top_pending) for r in data.stats])
+    message = alarm_from_rows(data.stats)
     return f'<div class="alarm">{_esc(message)}</div>' if message else ""
 
 
@@ -667,6 +738,57 @@ def _with_other(counter: Counter[str], n: int) -> list[tuple[str, int]]:
     return items[: n - 1] + [(f"other ({len(items) - n + 1} reasons)", sum(v for _, v in items[n - 1:]))]
 
 
+def _table(title: str, head: Sequence[str], rows: Sequence[Sequence[object]], *, numeric: Sequence[int] = (),
+           empty: str = "", note: str = "") -> str:
+    """A titled table of text from the files (escaped); ``numeric`` columns are right-aligned."""
+    if not rows:
+        return f'<div class="panel table-panel">{no_data(title, empty)}</div>' if empty else ""
+
+    def cls(i: int) -> str:
+        return ' class="num"' if i in numeric else (' class="url"' if head[i] in ("URL", "page") else "")
+
+    th = "".join(f"<th{cls(i)}>{_esc(h)}</th>" for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(f"<td{cls(i)}>{_esc(v)}</td>" for i, v in enumerate(r)) + "</tr>"
+                   for r in rows)
+    more = f'<p class="note">{_esc(note)}</p>' if note else ""
+    return (f'<div class="panel table-panel"><div class="nodata-title">{_esc(title)}</div>'
+            f'<table class="status list"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>{more}</div>')
+
+
+def recrawl_table(rounds: Sequence[Round]) -> str:
+    """One row per run that made recrawl checks: what they found, and the new pages crawled."""
+    rows = [[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.start)), fmt_duration(r.end - r.start),
+             fmt_int(r.checked), fmt_int(r.results.get("changed", 0)), fmt_int(r.results.get("unchanged", 0)),
+             fmt_int(r.results.get("removed", 0)), fmt_int(r.results.get("failed", 0)), fmt_int(r.new_pages)]
+            for r in rounds]
+    return _table("Recrawl checks, one row per run (checks.txt)",
+                  ["started (UTC)", "took", "checked", "changed", "unchanged", "removed", "failed", "new pages"],
+                  rows, numeric=range(2, 8))
+
+
+def page_tables(data: ReportData) -> str:
+    """The largest and slowest pages (fetch.log) and the failures (failed.txt)."""
+    largest = _table("Largest responses (fetch.log)", ["URL", "bytes"],
+                     [(u, fmt_bytes(n)) for u, n in data.largest], numeric=[1], empty="fetch.log is empty")
+    slowest = _table("Slowest responses (fetch.log)", ["URL", "time"],
+                     [(u, f"{n / 1000:.2f} s") for u, n in data.slowest], numeric=[1], empty="fetch.log is empty")
+    left = data.failed - len(data.failures)
+    failures = _table("Failures (failed.txt)", ["URL", "reason", "depth", "when (UTC)"], data.failures,
+                      numeric=[2], empty="nothing failed",
+                      note=f"... and {fmt_int(left)} more: see failed.txt" if left > 0 else "")
+    return f'<div class="grid">{largest}{slowest}</div>{failures}'
+
+
+def _depth_items(depths: Counter[int]) -> list[tuple[str, int]]:
+    """Depth histogram bars, shallow first; depths past the TOP_N - 1 shallowest are summed."""
+    keys = sorted(depths)
+    items = [(f"depth {d}", depths[d]) for d in keys[: TOP_N - 1]]
+    rest = keys[TOP_N - 1:]
+    if rest:
+        items.append((f"depth {rest[0]} and deeper", sum(depths[d] for d in rest)))
+    return items
+
+
 def render(data: ReportData) -> str:
     """The whole page for ``data``: HTML with inline CSS and SVG, no scripts, no external links."""
     tl = timeline(data.stats)
@@ -676,12 +798,14 @@ def render(data: ReportData) -> str:
                    y_label="pending URLs", x_max=tl.duration, restarts=tl.restarts),
         line_chart("URLs discovered and fetched", [Series("discovered", PURPLE, level_series(tl, "discovered")),
                                                    Series("crawled", GREEN, level_series(tl, "crawled")),
-                                                   Series("failed", RED, level_series(tl, "failed"))],
+                                                   Series("failed", RED, level_series(tl, "failed"))]
+                   + ([Series("checked", TEAL, level_series(tl, "checked"))]
+                      if any(r.checked for r in data.stats) else []),
                    y_label="URLs (cumulative)", x_max=tl.duration, restarts=tl.restarts),
-        line_chart("Pages per second", [Series("pages/s", GREEN, speed)], y_label="pages/s",
+        line_chart("Pages per second (fetched, failed or checked)", [Series("pages/s", GREEN, speed)], y_label="pages/s",
                    x_max=tl.duration, restarts=tl.restarts,
                    empty="no data yet (needs two stats samples)"),
-        line_chart("Discovery ratio (new URLs per fetched page)", [Series("ratio", PURPLE, ratio)],
+        line_chart("Discovery ratio (new URLs per URL fetched)", [Series("ratio", PURPLE, ratio)],
                    y_label="new URLs / page", x_max=tl.duration, restarts=tl.restarts,
                    reference=(1.0, "1: the frontier holds steady"),
                    empty="no data yet (needs two stats samples with pages fetched between)"),
@@ -690,6 +814,10 @@ def render(data: ReportData) -> str:
     hosts = [status_chart(data.status_by_host),
              bar_chart("Failures by reason", _with_other(data.failure_reasons, TOP_N), RED,
                        empty="nothing failed")]
+    pages = [bar_chart("Pages by content type", _with_other(data.content_types, TOP_N), GREEN,
+                       empty="nothing crawled", total=data.crawled or None),
+             bar_chart("Pages and failures by depth", _depth_items(data.depths), BLUE, empty="nothing fetched",
+                       total=sum(data.depths.values()) or None)]
     lists = [
         bar_chart("Top URL patterns of pending URLs", data.patterns, TEAL, mono=True,
                   empty="the queue is empty", total=pending_total),
@@ -710,9 +838,14 @@ def render(data: ReportData) -> str:
         '<h2>Over time</h2><div class="grid">', "".join(_panel(c) for c in charts), "</div>",
         '<h2>Hosts and failures</h2><div class="grid">', "".join(_panel(c) for c in hosts), "</div>",
         _table_panel(status_table(data.status_by_host)),
+        '<h2>Pages</h2><div class="grid">', "".join(_panel(c) for c in pages), "</div>",
+        page_tables(data),
+        ('<h2>Recrawl</h2>' + recrawl_table(data.rounds)) if data.rounds else "",
         '<h2>Frontier and refusals</h2><div class="grid">', "".join(_panel(c) for c in lists), "</div>",
         "<footer>Counts come from the project files: crawled.txt, failed.txt, queue.txt and "
-        "claims.txt (as for <code>status</code>), rejected.txt, duplicates.txt; the charts over "
-        "time from stats.txt (pauses between runs are cut out of the time axis).</footer>",
+        "claims.txt (as for <code>status</code>), rejected.txt, duplicates.txt, checks.txt and "
+        "removed.txt (status codes are each URL&#39;s last, as <code>export</code> gives them: 304 "
+        "for a page a recrawl found unchanged), fetch.log; the charts over time from stats.txt "
+        "(pauses between runs are cut out of the time axis).</footer>",
         "</body></html>\n",
     ])

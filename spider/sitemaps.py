@@ -407,9 +407,10 @@ class SeedReport:
 
     def line(self) -> str:
         refused = ", ".join(f"{r} {n}" for r, n in sorted(self.refused.items()))
-        return (f"sitemaps: {self.sitemaps} read, {self.found} URLs found, {self.queued} queued, "
+        from .words import plural
+        return (f"sitemaps: {self.sitemaps} read, {plural(self.found, 'URL')} found, {self.queued} queued, "
                 f"{self.duplicates} already known, {sum(self.refused.values())} refused"
-                f"{f' ({refused})' if refused else ''}, {len(self.problems)} problems"
+                f"{f' ({refused})' if refused else ''}, {plural(len(self.problems), 'problem')}"
                 f"{' (interrupted)' if self.interrupted else ''}")
 
 

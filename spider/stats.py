@@ -1,14 +1,17 @@
 """Instrumentation: ``stats.txt``, a line every few seconds that says how the crawl is going.
 
-The crawl's parent process appends one line every ``STATS_EVERY`` seconds and one at the end
-(append-only, one write per line), so a crawl can be charted afterwards (``report``) and
-``status`` can tell whether the frontier is running away. Columns (TAB-separated):
+The crawl's parent process appends one line every ``sample_every(t)`` seconds (``FAST_EVERY``
+in the first ``FAST_FOR`` seconds of a run, so a short crawl still draws a curve, then
+``STATS_EVERY``) and one at the end (append-only, one write per line), so a crawl can be charted
+afterwards (``report``) and ``status`` can tell whether the frontier is running away. Columns
+(TAB-separated):
 
     time  unix  pending  in_flight  crawled  failed  discovered  duplicates  bytes
-    top_pattern  top_pending  rejected  seen_again
+    top_pattern  top_pending  rejected  seen_again  checked  completed
 
 - ``crawled`` counts pages (redirect hops excluded); ``discovered`` counts the distinct URLs the
-  frontier took in (pending, in flight, crawled, failed, redirect hops);
+  frontier took in (pending, in flight, crawled, failed, redirect hops): a recrawl's pending and
+  in-flight rechecks are not counted again, their URLs are crawled already;
 - ``duplicates`` is the number of lines of duplicates.txt (same text, or canonical variants);
 - ``bytes`` is the body bytes recorded in crawled.txt;
 - ``top_pattern`` / ``top_pending``: the most common URL pattern (``census.pattern``) among
@@ -16,7 +19,14 @@ The crawl's parent process appends one line every ``STATS_EVERY`` seconds and on
   over 4 MiB at the start, so a queue of millions costs the parent little);
 - ``rejected``: refusals so far by reason, ``reason=count;reason=count`` (``-`` when none);
 - ``seen_again``: links found to URLs already known (pending, in flight, crawled or failed):
-  counted, not logged one by one (links.txt carries each page's count).
+  counted, not logged one by one (links.txt carries each page's count);
+- ``checked``: recrawl checks made so far (lines of checks.txt), so pages/s counts them too;
+- ``completed``: URLs completed so far: pages crawled, failed, redirect hops, and URLs robots.txt
+  refused when they were claimed (the discovery ratio's denominator).
+
+Rates over time are read from the rows with ``runs`` (a gap longer than ``RUN_GAP`` between two
+rows is a pause between runs), ``pages_per_second`` and ``discovery_ratio``: ``status``, ``report``
+and the run's summary line all use these, so they tell one story.
 
 Everything is read incrementally from the append-only files, so a sample costs what was
 appended since the last one, not the size of the crawl.
@@ -24,13 +34,14 @@ appended since the last one, not the size of the crawl.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from .census import Sample, pattern, trap_alarm
 from .records import clean, is_data, utc_stamp
@@ -39,12 +50,17 @@ from .frontier.view import identity
 
 STATS = "stats.txt"
 STATS_HEADER = ("# time\tunix\tpending\tin_flight\tcrawled\tfailed\tdiscovered\tduplicates\tbytes"
-                "\ttop_pattern\ttop_pending\trejected\tseen_again\n")
+                "\ttop_pattern\ttop_pending\trejected\tseen_again\tchecked\tcompleted\n")
 STATS_EVERY = 2.0
+FAST_EVERY, FAST_FOR = 0.25, 10.0   # a run's first 10 s are sampled 8x as often (a 5 s crawl: 20 points)
+RUN_GAP = 3 * STATS_EVERY   # a longer gap between two rows is a pause between runs, not crawl time
+RUN_MARK = "# run"          # the comment line before the first row of each run
 _QUEUE_URL = re.compile(rb"^https?://[^\t\n]*", re.M)   # the first field of a queue line
+_RECHECK_LINE = re.compile(rb"\trecheck\r?$", re.M)      # a recrawl's check of a crawled page
 CENSUS_SAMPLE_BYTES = 1 << 20   # a queue.txt bigger than this is censused 1 URL in k (~17k URLs sampled)
 CENSUS = "census.txt"   # the census as the last clean stop left it (a cache, like frontier.view)
 CENSUS_HEADER = "# pending URL patterns of queue.txt at the last clean stop: count, pattern (a cache; safe to delete)\n"
+MAX_SAMPLES = 20   # samples kept for the trap alarm (taken STATS_EVERY apart, as it expects)
 MAX_PATTERNS = 20000   # distinct patterns tracked; the rest count as "(other)" so memory stays bounded
 
 
@@ -127,9 +143,15 @@ class StatsRecorder:
         self.census = Census()
         self._every: int | None = None   # the census counts 1 pending URL in this many
         self.history: list[Sample] = []
+        self._history_at = -math.inf   # when the alarm's history last took a sample
+        self.checked = 0   # lines of checks.txt: recrawl checks made (all runs)
+        self.rechecks = 0   # pending rechecks: queue.txt lines of kind recheck not claimed
+        self._recheck_flight: set[str] = set()   # URLs of rechecks claimed and not settled
+        self.rechecks_refused = 0   # rechecks settled as refused (robots.txt): not new URLs
+        self.rows: list[StatsRow] = []   # the rows this recorder wrote (this run's)
         self._tails = {name: _Tail(self.folder / name) for name in
                        ("crawled.txt", "rejected.txt", "duplicates.txt", "queue.txt", "claims.txt",
-                        "links.txt")}
+                        "links.txt", "checks.txt")}
 
     def catch_up(self) -> None:
         """Read the project files so far (a resumed queue of a million lines included): called at
@@ -150,6 +172,7 @@ class StatsRecorder:
                     reason = "bad line"
                 self.rejected[reason] = self.rejected.get(reason, 0) + 1
         self.duplicates += sum(1 for line in self._tails["duplicates.txt"].lines() if is_data(line))
+        self.checked += sum(1 for line in self._tails["checks.txt"].lines() if is_data(line))
         for line in self._tails["links.txt"].lines():
             f = line.split("\t", 3)
             if len(f) > 2 and f[2].isdigit():
@@ -160,6 +183,7 @@ class StatsRecorder:
         new_queue = queue.raw_chunks()   # bytes: a line that is not sampled is never decoded
         if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
+            self.rechecks, self._recheck_flight = 0, set()
             claims.pos, claims.ino = 0, None
             try:   # a big queue is sampled: 1 URL in k (the same URLs every time: by their CRC)
                 self._every = max(1, os.path.getsize(queue.path) // CENSUS_SAMPLE_BYTES + 1)
@@ -167,6 +191,7 @@ class StatsRecorder:
                 self._every = 1
         k = self._every
         for chunk in new_queue:
+            self.rechecks += len(_RECHECK_LINE.findall(chunk))
             # The URL of each line, found in C: this runs in the parent while the workers crawl, and
             # a resumed queue of a million lines used to take a core for over a second.
             links = _QUEUE_URL.findall(chunk)
@@ -181,6 +206,18 @@ class StatsRecorder:
                     link = parts[5].strip()
                     if k == 1 or zlib.crc32(link) % k == 0:
                         self.census.add(link.decode("utf-8", "replace"), -1)
+                    if _RECHECK_LINE.search(rec):
+                        self.rechecks -= 1
+                        self._recheck_flight.add(link.decode("utf-8", "replace"))
+            elif rec.startswith(b"D\t") and self._recheck_flight:
+                _, what, url = (rec.rstrip(b"\r\n").decode("utf-8", "replace").split("\t", 2) + ["", ""])[:3]
+                if url in self._recheck_flight:
+                    self._recheck_flight.discard(url)
+                    self.rechecks_refused += what == "rejected"
+
+    def known_again(self) -> int:
+        """Rechecks counted among pending, in flight or refused although their URL is crawled."""
+        return max(0, self.rechecks) + len(self._recheck_flight) + self.rechecks_refused
 
     def save_census(self) -> None:
         """After the fold at a clean stop: save the census of the new queue.txt (its pending
@@ -192,7 +229,7 @@ class StatsRecorder:
         rows = "".join(f"{n}\t{p}\n" for p, n in sorted(self.census.counts.items(), key=lambda kv: (-kv[1], kv[0])))
         try:
             atomic_write(self.folder / CENSUS, f"{CENSUS_HEADER}queue\t{' '.join(map(str, me))}\n"
-                                               f"every\t{self._every}\n{rows}")
+                                               f"every\t{self._every}\nrechecks\t{max(0, self.rechecks)}\n{rows}")
         except OSError:
             pass   # a cache: the next start takes the census from queue.txt
 
@@ -201,18 +238,19 @@ class StatsRecorder:
         try:
             lines = (self.folder / CENSUS).read_text(encoding="utf-8").splitlines()
             me = identity(self.folder / "queue.txt")
-            if me is None or lines[1] != f"queue\t{' '.join(map(str, me))}" or not lines[2].startswith("every\t"):
+            if me is None or lines[1] != f"queue\t{' '.join(map(str, me))}" or not lines[2].startswith("every\t") \
+                    or not lines[3].startswith("rechecks\t"):
                 return
-            every = int(lines[2][6:])
+            every, rechecks = int(lines[2][6:]), int(lines[3][9:])
             counts = {}
-            for line in lines[3:]:
+            for line in lines[4:]:
                 n, _, p = line.partition("\t")
                 counts[p] = int(n)
         except (OSError, IndexError, ValueError):
             return
-        if every < 1 or any(n <= 0 for n in counts.values()):
+        if every < 1 or rechecks < 0 or any(n <= 0 for n in counts.values()):
             return
-        self.census, self._every = Census(counts), every
+        self.census, self._every, self.rechecks = Census(counts), every, rechecks
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
         queue.pos, queue.ino = me[1], me[0]
         claims.pos, claims.ino = 0, None
@@ -227,16 +265,24 @@ class StatsRecorder:
         top = self.census.top(1)
         top_pattern, top_pending = top[0] if top else ("-", 0)
         top_pending *= self._every or 1   # an estimate when the census samples
-        discovered = pending + in_flight + crawled + hops + failed + rejected_claims
+        completed = max(0, crawled + hops + failed + rejected_claims - self.rechecks_refused)
+        discovered = max(0, pending + in_flight + completed - max(0, self.rechecks) - len(self._recheck_flight))
         rejected = clean(";".join(f"{k}={v}" for k, v in sorted(self.rejected.items())))
         line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
                 f"{discovered}\t{self.duplicates}\t{self.bytes}\t{clean(top_pattern)}\t{top_pending}\t{rejected}\t"
-                f"{self.seen_again}\n")
+                f"{self.seen_again}\t{self.checked}\t{completed}\n")
         path = self.folder / STATS
         if not path.exists():
             append_text(path, STATS_HEADER)
-        append_text(path, line)
-        self.history = (self.history + [Sample(pending, top_pattern, top_pending)])[-20:]
+        # A comment before a run's first row: runs that follow each other within seconds (a
+        # crawl, then a recrawl) stay apart (readers skip comments).
+        append_text(path, (RUN_MARK + f"\t{utc_stamp(now)}\n" if not self.rows else "") + line)
+        row = parse_stats_line(line)
+        if row is not None:
+            self.rows.append(row)
+        if now - self._history_at >= STATS_EVERY * 0.9:   # the alarm counts samples STATS_EVERY apart
+            self._history_at = now
+            self.history = (self.history + [Sample(pending, top_pattern, top_pending)])[-MAX_SAMPLES:]
         return line
 
     def alarm(self) -> str | None:
@@ -259,6 +305,20 @@ class StatsRow:
     top_pending: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     seen_again: int = 0
+    checked: int = 0
+    completed: int = 0    # 0 in files written before the column
+    first: bool = False   # the first row of a run (after a RUN_MARK line)
+
+    @property
+    def fetched(self) -> int:
+        """Pages fetched for the first time (crawled or failed; redirect hops aside)."""
+        return self.crawled + self.failed
+
+    @property
+    def done(self) -> int:
+        """URLs completed: pages fetched, redirect hops, URLs refused when claimed (an older file,
+        without the column: the pages fetched)."""
+        return max(self.completed, self.fetched)
 
 
 def parse_stats_line(line: str) -> StatsRow | None:
@@ -286,8 +346,10 @@ def parse_stats_line(line: str) -> StatsRow | None:
                 rejected[k] = int(v)
     pending, in_flight, crawled, failed, discovered, duplicates, size = counts
     seen_again = int(f[12]) if len(f) > 12 and f[12].strip().isdigit() else 0
+    checked, completed = (int(f[i]) if len(f) > i and f[i].strip().isdigit() else 0 for i in (13, 14))   # older files: none
     return StatsRow(unix, pending, in_flight, crawled, failed, discovered, duplicates, size,
-                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected, seen_again)
+                    (f[9].strip() or "-") if len(f) > 9 else "-", top_pending, rejected, seen_again, checked,
+                    completed)
 
 
 def read_stats(folder: Path, last: int | None = None) -> list[StatsRow]:
@@ -300,14 +362,136 @@ def read_stats(folder: Path, last: int | None = None) -> list[StatsRow]:
         return []
     if last is not None:
         lines = lines[-last:]
-    return [r for r in (parse_stats_line(x) for x in lines) if r is not None]
+    out: list[StatsRow] = []
+    mark = False
+    for line in lines:
+        if line.startswith(RUN_MARK):
+            mark = True
+            continue
+        row = parse_stats_line(line)
+        if row is not None:
+            out.append(replace(row, first=True) if mark else row)
+            mark = False
+    return out
 
 
-def discovery_ratio(a: StatsRow, b: StatsRow) -> float | None:
-    """New URLs per fetched page between two samples (None when nothing was fetched)."""
-    fetched = (b.crawled + b.failed) - (a.crawled + a.failed)
-    return (b.discovered - a.discovered) / fetched if fetched > 0 else None
+def sample_every(elapsed: float) -> float:
+    """Seconds between two samples, ``elapsed`` seconds into a run: every 0.25 s for the first
+    10 s, so that a crawl of a few seconds still gives its charts a curve, then every 2 s."""
+    return FAST_EVERY if elapsed < FAST_FOR else STATS_EVERY
 
 
-def alarm_from_rows(rows: list[StatsRow]) -> str | None:
-    return trap_alarm([Sample(r.pending, r.top_pattern, r.top_pending) for r in rows])
+def runs(rows: Sequence[StatsRow]) -> list[list[StatsRow]]:
+    """The rows cut into runs of the crawler: a gap longer than ``RUN_GAP`` is a pause between two
+    (a Ctrl-C and a resume, a kill, a recrawl a week later), and is no crawl time."""
+    out: list[list[StatsRow]] = []
+    for row in rows:
+        if not out or row.first or not 0 <= row.unix - out[-1][-1].unix <= RUN_GAP:
+            out.append([])
+        out[-1].append(row)
+    return out
+
+
+def _intervals(rows: Sequence[StatsRow], seconds: float | None = None) -> list[tuple[StatsRow, StatsRow]]:
+    """Consecutive rows of one run (pairs across a pause are left out); with ``seconds``, only
+    the last ``seconds`` of crawl time (walking back over pauses between runs)."""
+    pairs = [(a, b) for run in runs(rows) for a, b in zip(run, run[1:])]
+    if seconds is None:
+        return pairs
+    out: list[tuple[StatsRow, StatsRow]] = []
+    for a, b in reversed(pairs):
+        if seconds <= 0:
+            break
+        out.append((a, b))
+        seconds -= b.unix - a.unix
+    return out[::-1]
+
+
+def crawl_seconds(rows: Sequence[StatsRow]) -> float:
+    """Crawl time covered by the rows: the runs' lengths, pauses between runs left out."""
+    return sum(b.unix - a.unix for a, b in _intervals(rows))
+
+
+def pages_per_second(rows: Sequence[StatsRow]) -> float | None:
+    """The rate of a run (or of every run in ``rows``): pages fetched (crawled or failed) and pages
+    checked by a recrawl, per second of crawl time, both from the same rows. The run's summary
+    line and the report's headline both say this number (None: no crawl time in the rows)."""
+    seconds = pages = 0.0
+    for a, b in _intervals(rows):
+        seconds += b.unix - a.unix
+        pages += (b.fetched - a.fetched) + max(0, b.checked - a.checked)
+    return pages / seconds if seconds > 0 else None
+
+
+def discovery_ratio(rows: Sequence[StatsRow], seconds: float | None = None) -> float | None:
+    """New URLs per URL fetched: URLs the frontier took in ÷ URLs completed (pages crawled or
+    failed, redirect hops, URLs robots.txt refused when claimed), over the crawl time of ``rows``
+    (pauses between runs left out), or over its last ``seconds`` only. None when no URL was
+    completed in that time.
+
+    1 means the frontier holds steady (each URL fetched brought one new URL in place of itself);
+    above 1 it grows, below 1 it shrinks, and near 0 the crawl is running out of new pages. A
+    window longer than the crawl is the whole crawl. Over a whole crawl the ratio is
+    1 + (growth of the frontier ÷ URLs completed): a finished crawl ends just below 1 (every URL
+    fetched was once a new URL, and the queue went from the seeds to empty), so "overall" is
+    worth reading while the crawl runs, "recent" always. A recrawl's checks are not counted:
+    their URLs were neither new nor fetched for the first time.
+    """
+    new = done = 0
+    for a, b in _intervals(rows, seconds):
+        new += b.discovered - a.discovered
+        done += b.done - a.done
+    return max(0.0, new / done) if done > 0 else None
+
+
+def alarm_from_rows(rows: Sequence[StatsRow]) -> str | None:
+    """The trap alarm over rows as the crawl's parent saw them: samples ``STATS_EVERY`` apart (the
+    first seconds of a run are sampled faster, and the alarm counts samples)."""
+    spaced: list[StatsRow] = []
+    for r in reversed(rows):
+        if len(spaced) >= MAX_SAMPLES:
+            break
+        if not spaced or spaced[-1].unix - r.unix >= STATS_EVERY * 0.9:
+            spaced.append(r)
+    return trap_alarm([Sample(r.pending, r.top_pattern, r.top_pending) for r in reversed(spaced)])
+
+
+@dataclass
+class Round:
+    """The recrawl checks one run made (``recrawl``, a ``--discover`` run), from checks.txt."""
+
+    start: float
+    end: float
+    results: dict[str, int] = field(default_factory=dict)   # changed, unchanged, removed, failed
+    new_pages: int = 0   # pages fetched for the first time in the run (new links of changed pages)
+
+    @property
+    def checked(self) -> int:
+        return sum(self.results.values())
+
+
+def recrawl_rounds(folder: Path, rows: Sequence[StatsRow]) -> list[Round]:
+    """One ``Round`` per run that made checks, oldest first. A check belongs to the run whose rows
+    span its time (checks.txt says the second: a run spans from the second of its first row); checks
+    outside every run (stats.txt deleted or cut) make one more round of their own."""
+    from .records import data_fields
+    from .recrawl import CHECKS, parse_stamp
+
+    spans = [(math.floor(run[0].unix), run[-1].unix + 1, run) for run in runs(sorted(rows, key=lambda r: r.unix))]
+    starts = [lo for lo, _, _ in spans]
+    rounds: dict[int, Round] = {}
+    for f in data_fields(Path(folder) / CHECKS):
+        when = parse_stamp(f[3]) if len(f) > 3 else None
+        if when is None or f[2] not in ("changed", "unchanged", "removed", "failed"):
+            continue
+        i = bisect.bisect_right(starts, when) - 1
+        if i >= 0 and when >= spans[i][1]:
+            i = -1
+        r = rounds.get(i)
+        if r is None:
+            lo, hi, run = spans[i] if i >= 0 else (when, when, [])
+            r = rounds[i] = Round(float(lo), float(hi), new_pages=run[-1].fetched - run[0].fetched if run else 0)
+        if i < 0:
+            r.start, r.end = min(r.start, when), max(r.end, when)
+        r.results[f[2]] = r.results.get(f[2], 0) + 1
+    return sorted(rounds.values(), key=lambda r: r.start)

@@ -13,9 +13,11 @@ from .crawl import RUNNING
 from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
-from .records import data_fields, first_field, is_redirect_hop
+from .records import data_fields, first_field, is_redirect_hop, utc_stamp
 from .census import top_patterns
-from .stats import alarm_from_rows, discovery_ratio, read_stats
+from .export import final_statuses
+from .stats import RUN_GAP, Round, StatsRow, alarm_from_rows, discovery_ratio, read_stats, recrawl_rounds
+from .words import plural
 from .frontier.files import CRAWLED, DUPLICATES, FAILED, REJECTED, FileStore
 from .frontier.recovery import SIGNATURE
 from .urls import host_key
@@ -55,14 +57,15 @@ def report(folder: Path, name: str) -> str:
     def bump(url: str, what: str) -> None:
         hosts.setdefault(host_key(url), Counter())[what] += 1
 
-    codes: dict[str, Counter[str]] = {}   # host -> HTTP status (or failure reason) -> count
+    codes: dict[str, Counter[str]] = {}   # host -> HTTP status (or "error") -> count, as export says
+    for url, code in final_statuses(folder):
+        codes.setdefault(host_key(url), Counter())[code] += 1
     total_bytes = 0
     for line in _lines(folder / CRAWLED):
         url = first_field(line)
         bump(url, "hops" if is_redirect_hop(line) else "crawled")
         fields = line.split("\t", 4)
         if len(fields) > 3:
-            codes.setdefault(host_key(url), Counter())[fields[1]] += 1
             total_bytes += int(fields[3]) if fields[3].isdigit() else 0
     failures: Counter[str] = Counter()
     per_host_failures: dict[str, Counter[str]] = {}
@@ -72,14 +75,16 @@ def report(folder: Path, name: str) -> str:
         fields = line.split("\t")
         reason = fields[1] if len(fields) > 1 else "?"
         failures[reason] += 1
-        codes.setdefault(host_key(url), Counter())[reason if reason.isdigit() else "error"] += 1
         per_host_failures.setdefault(host_key(url), Counter())[reason] += 1
     pending_urls = []
+    rechecks = 0   # pending and in-flight rechecks: their URLs are crawled, not newly discovered
     for entry in store.pending_entries():
         bump(entry.url, "pending")
         pending_urls.append(entry.url)
+        rechecks += entry.kind == "recheck"
     for url in store.in_flight():
         bump(url, "in flight")
+    rechecks += sum(1 for q in store.in_flight_lines().values() if q.rstrip("\n").endswith("\trecheck"))
     rejected: Counter[str] = Counter()
     for line in _lines(folder / REJECTED):
         fields = line.split("\t")
@@ -105,8 +110,14 @@ def report(folder: Path, name: str) -> str:
                    + ("; reached" if left <= 0 else f", {left} left"))
     if not (folder / SIGNATURE).exists() and c.pending == 0 and c.completed == 0:
         out.append("note      nothing crawled yet")
-    out += _selection_lines(folder, c, total_bytes, pending_urls)
-    out += _freshness_lines(folder, c.crawled)
+    live = None
+    if running.startswith("yes"):   # stats.txt's last row may be a second old: add the live counts
+        completed = c.crawled + c.hops + c.failed + c.rejected
+        live = StatsRow(time.time(), c.pending, c.in_flight, c.crawled, c.failed,
+                        max(0, c.pending + c.in_flight + completed - rechecks), completed=completed)
+    rows = read_stats(folder)
+    out += _selection_lines(folder, c, total_bytes, pending_urls, rows, live)
+    out += _freshness_lines(folder, c.crawled, name, rows)
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -143,14 +154,24 @@ def report(folder: Path, name: str) -> str:
     return "\n".join(out)
 
 
-def _freshness_lines(folder: Path, crawled: int) -> list[str]:
-    """Recrawl: how many crawled pages are due for a check, and which were found removed."""
+def _freshness_lines(folder: Path, crawled: int, name: str, rows: list[StatsRow]) -> list[str]:
+    """Recrawl: what the last round of checks found, how many crawled pages are due for a check
+    (and when the next one is), and which were found removed."""
     from . import recrawl
 
     out = []
+    rounds = recrawl_rounds(folder, rows)
+    if rounds:
+        last = rounds[-1]
+        out.append(f"recrawl   {plural(len(rounds), 'run')} with checks; the last, at {utc_stamp(last.start)}: "
+                   f"{round_text(last)}")
     if crawled:
-        due = recrawl.due_pages(folder, time.time())
-        out.append(f"due       {len(due)} crawled page(s) due for a check (`recrawl` fetches them)")
+        now = time.time()
+        due = recrawl.due_pages(folder, now)
+        when = recrawl.next_due(folder) if not due else None
+        out.append(f"due       {plural(len(due), 'crawled page')} due for a check"
+                   + (f" (the next at {utc_stamp(when)})" if when is not None else "")
+                   + f"; `recrawl {name}` checks them, `recrawl {name} --all` every page")
     gone = recrawl.removed_urls(folder)
     if gone:
         out.append(f"removed   {len(gone)}")
@@ -161,24 +182,21 @@ def _freshness_lines(folder: Path, crawled: int) -> list[str]:
     return out
 
 
-def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str],  # type: ignore[no-untyped-def]
+                     rows: list[StatsRow], live: StatsRow | None = None) -> list[str]:
     """Is the crawl finding pages worth having? Discovery ratio, duplicates, bytes per useful page,
-    the pending queue's URL patterns, and the trap alarm."""
+    the pending queue's URL patterns, and the trap alarm. ``live``: the counts of a running crawl,
+    as a last stats row (the same columns as the crawl's own samples)."""
     out = []
-    fetched = c.crawled + c.failed
-    rows = read_stats(folder)
-    # The live counts, as stats.txt computes them: its last row may be seconds older than
-    # ``fetched`` (early in a crawl that made the ratio read near zero).
-    discovered = c.pending + c.in_flight + c.crawled + c.hops + c.failed + c.rejected
-    recent = None
-    if len(rows) >= 2:
-        last = rows[-1]
-        window = [r for r in rows if r.unix >= last.unix - RECENT_SECONDS]
-        first = window[0] if len(window) >= 2 else rows[-2]
-        recent = discovery_ratio(first, last)
-    if fetched:
-        ratio = f"discovery {discovered / fetched:.2f} new URLs per fetched page overall"
-        out.append(ratio + (f", {recent:.2f} in the last {RECENT_SECONDS:.0f} s" if recent is not None else ""))
+    if live is not None and rows and 0 <= live.unix - rows[-1].unix <= RUN_GAP:
+        rows = rows + [live]
+    # One definition (stats.discovery_ratio), over stats.txt's rows, for "overall" and "recent"
+    # alike: a window longer than the crawl is the crawl, so then both say the same.
+    overall, recent = discovery_ratio(rows), discovery_ratio(rows, RECENT_SECONDS)
+    if overall is not None:
+        out.append(f"discovery {overall:.2f} new URLs per fetched page overall"
+                   + (f", {recent:.2f} in the last {RECENT_SECONDS:.0f} s of crawling" if recent is not None else "")
+                   + " (1: the queue holds steady)")
     if rows and rows[-1].seen_again:
         out.append(f"links     {rows[-1].seen_again} to URLs already known (counted, not logged)")
     dups: Counter[str] = Counter()
@@ -196,7 +214,7 @@ def _selection_lines(folder: Path, c, total_bytes: int, pending_urls: list[str])
         out.append("patterns  most common among pending URLs:")
         for pat, n in top_patterns(pending_urls, TOP_PATTERNS):
             out.append(f"  {n:>8}  {pat}")
-    alarm = alarm_from_rows(rows[-10:])
+    alarm = alarm_from_rows(rows)
     if alarm:
         out.append(f"WARNING   {alarm}")
     return out
@@ -206,3 +224,10 @@ def _top(counter: Counter[str], n: int = 5) -> str:
     """The n most common, and how many kinds were left out."""
     more = len(counter) - n
     return ", ".join(f"{k} {v}" for k, v in counter.most_common(n)) + (f", +{more} more" if more > 0 else "")
+
+
+def round_text(r: Round) -> str:
+    """A run's checks in words: '5 checked: 1 changed, 3 unchanged, 1 removed, 0 failed; 2 new pages'."""
+    n = r.results
+    return (f"{r.checked} checked: {n.get('changed', 0)} changed, {n.get('unchanged', 0)} unchanged, "
+            f"{n.get('removed', 0)} removed, {n.get('failed', 0)} failed; {plural(r.new_pages, 'new page')}")

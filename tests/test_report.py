@@ -182,10 +182,10 @@ def test_write_report_writes_the_page_atomically_and_returns_its_path(tmp_path: 
     page = path.read_text(encoding="utf-8")
     assert "spider report: <span class=\"name\">site</span>" in page
     assert "2025-11-30 10:40:00 UTC" in page and "https://a.test/" in page
-    assert "(+1 redirects)" not in page and "+1 redirects" in page
+    assert "(+1 redirect)" not in page and "+1 redirect<" in page
     assert '<div class="v">6s</div>' in page     # crawl time: 4 s + 2 s, the hour's pause cut out
     assert "resumed" in page
-    assert len(svgs(page)) == 8
+    assert len(svgs(page)) == 10   # 4 over time, status, failures, content types, depths, patterns, rejections
     assert_self_contained(page)
     assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
 
@@ -200,7 +200,8 @@ def test_timeline_cuts_pauses_and_rates_are_per_interval(tmp_path: Path) -> None
     assert [len(run) for run in tl.runs] == [3, 2]
     assert tl.restarts == [4.0] and tl.duration == 6.0
     speed, ratio = rate_series(tl)
-    assert [y for _, y in speed] == [2.0, 2.0, None, 3.0]
+    # pages/s counts every page fetched, crawled or failed (and a recrawl's checks): 4/2, (4+1)/2, 6/2
+    assert [y for _, y in speed] == [2.0, 2.5, None, 3.0]
     assert [y for _, y in ratio] == [3.0, 1.0, None, 2 / 6]
 
 
@@ -262,7 +263,7 @@ def test_garbage_lines_are_skipped(tmp_path: Path) -> None:
     assert len(data.stats) == 6 and data.stats[-1].top_pending == 0
     assert data.pending == 7 + 1     # the bare URL line is a pending URL; the rest is not
     page = render(data)
-    assert len(svgs(page)) == 8
+    assert len(svgs(page)) == 10
     assert_self_contained(page)
 
 
@@ -295,7 +296,7 @@ def test_text_from_files_is_escaped(tmp_path: Path) -> None:
     assert "<script" not in page.lower() and "<b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "control  chars &amp; &lt;b&gt;bold&lt;/b&gt;" in page
-    assert len(svgs(page)) == 8          # control characters dropped: still well-formed XML
+    assert len(svgs(page)) == 10         # control characters dropped: still well-formed XML
     assert_self_contained(page)
 
 

@@ -399,7 +399,7 @@ def test_stats_recorder_samples_what_the_project_files_say(tmp_path: Path):
         + rejected_line("torn", "bad queue line: empty URL"))
     first = rec.sample(8, 0, 0, 0, 0, when=1_800_000_000.0)
     f = first.rstrip("\n").split("\t")
-    assert len(f) == 13 and first.endswith("\n")
+    assert len(f) == 15 and first.endswith("\n") and f[13:] == ["0", "0"]   # checked, completed: none yet
     assert f[0] == "2027-01-15T08:00:00Z" and f[1] == "1800000000.000"
     assert f[2:9] == ["8", "0", "0", "0", "8", "0", "0"]
     assert (f[9], f[10]) == ("a.test/cal/{n}/{n}", "6")
@@ -421,13 +421,16 @@ def test_stats_recorder_samples_what_the_project_files_say(tmp_path: Path):
     assert (f[9], f[10]) == ("a.test/cal/{n}/{n}", "4")           # two claimed: 6 -> 4
     assert f[11] == "bad line=2;repeated-segments=1;scope=3"
     assert f[12] == "7"                                            # links to known URLs, counted
+    assert f[13:] == ["0", "3"]                                    # no recrawl check; 3 URLs completed
 
     lines = (tmp_path / STATS).read_text().splitlines()
-    assert lines[0].startswith("# time\tunix\tpending") and lines[1:] == [first.rstrip("\n"), second.rstrip("\n")]
+    assert lines[0].startswith("# time\tunix\tpending") and lines[1].startswith("# run\t")   # a run begins
+    assert lines[2:] == [first.rstrip("\n"), second.rstrip("\n")]
     rows = read_stats(tmp_path)
     assert [r.unix for r in rows] == [1_800_000_000.0, 1_800_000_002.0]
     assert read_stats(tmp_path, last=1) == rows[1:]
-    assert discovery_ratio(rows[0], rows[1]) == pytest.approx(1 / 3)
+    assert rows[0].first and not rows[1].first
+    assert discovery_ratio(rows) == pytest.approx(1 / 3)
 
 
 def test_stats_census_is_reset_when_queue_txt_is_replaced(tmp_path: Path):
@@ -479,7 +482,7 @@ def test_stats_census_of_a_big_queue_is_a_fair_sample(tmp_path: Path):
 
 def test_stats_with_nothing_pending_says_dash(tmp_path: Path):
     line = StatsRecorder(tmp_path).sample(0, 0, 0, 0, 0, when=0.0)
-    assert line.rstrip("\n").split("\t")[9:] == ["-", "0", "-", "0"]
+    assert line.rstrip("\n").split("\t")[9:] == ["-", "0", "-", "0", "0", "0"]
 
 
 def test_stats_recorder_feeds_the_alarm(tmp_path: Path):
@@ -492,7 +495,7 @@ def test_stats_recorder_feeds_the_alarm(tmp_path: Path):
             for _ in range(60):
                 q.write(QueueEntry(H + f"/cal/{n}/x").line())
                 n += 1
-        rec.sample(50 + n, 0, 0, 0, 0)
+        rec.sample(50 + n, 0, 0, 0, 0, when=2.0 * step)   # the alarm counts samples 2 s apart
         if step < 3:
             assert rec.alarm() is None
     assert rec.alarm() == ("possible trap: a.test/cal/{n}/x is 82% of the pending queue (240 of 290) "
@@ -513,7 +516,8 @@ def test_parse_stats_line_of_a_recorded_sample(tmp_path: Path):
     (tmp_path / "rejected.txt").write_text(rejected_line(H + "/x", "depth"))
     line = StatsRecorder(tmp_path).sample(3, 1, 2, 1, 1, rejected_claims=1, when=1_700_000_000.5)
     row = parse_stats_line(line)
-    assert row == StatsRow(1_700_000_000.5, 3, 1, 2, 1, 3 + 1 + 2 + 1 + 1 + 1, 0, 0, "-", 0, {"depth": 1})
+    assert row == StatsRow(1_700_000_000.5, 3, 1, 2, 1, 3 + 1 + 2 + 1 + 1 + 1, 0, 0, "-", 0, {"depth": 1},
+                           completed=2 + 1 + 1 + 1)   # crawled, hop, failed, refused when claimed
 
 
 def test_parse_stats_line_accepts_missing_optional_columns():
@@ -551,8 +555,8 @@ def test_read_stats_skips_garbage_and_a_missing_file_is_empty(tmp_path: Path):
     (tmp_path / STATS).write_text("# header\nt\t1\t1\t0\t0\t0\t1\t0\t0\nnot a line\nt\t2\t2\t0\t1\t0\t3\t0\t0\tp\t")
     rows = read_stats(tmp_path)
     assert [r.unix for r in rows] == [1.0, 2.0]
-    assert discovery_ratio(rows[0], rows[1]) == 2.0
-    assert discovery_ratio(rows[1], rows[1]) is None                 # nothing fetched in between
+    assert discovery_ratio(rows) == 2.0
+    assert discovery_ratio(rows[1:]) is None                         # nothing fetched in between
 
 
 # -- the shortcuts of the hot path agree with the plain rules ---------------------------------------
