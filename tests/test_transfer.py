@@ -336,3 +336,18 @@ def test_pull_of_a_crawl_redis_does_not_hold_is_one_error_line(tmp_path, store_u
     assert error_line(cli(tmp_path / "p", "pull", "nothing", "--store", store_url)) == \
         "Error: Redis holds no crawl named 'nothing'"
     assert "no project named 'nothing'" in error_line(cli(tmp_path / "p", "push", "nothing", "--store", store_url))
+
+
+def test_a_crawl_in_redis_without_settings_or_with_a_bad_record_is_pulled_or_refused_in_one_line(
+        tmp_path, store_url, r):
+    projects = tmp_path / "p"
+    r.zadd("bare:q:{a.test}", {"http://a.test/x\t1\t0\t0\thttp://a.test/": 1 * 2 ** 36 + 1})
+    said = ok(cli(projects, "pull", "bare", "--store", store_url)).stderr
+    assert "warning: Redis holds no settings for 'bare'" in said
+    assert data(projects / "bare" / "queue.txt") == ["http://a.test/x\t1\t0\t0\thttp://a.test/"]
+
+    r.hset("bare:h:{a.test}", "next", "soon")   # not a time
+    line = error_line(cli(projects, "pull", "bare", "--store", store_url, "--replace"))
+    assert "holds a record that is not one" in line
+    assert data(projects / "bare" / "queue.txt") == ["http://a.test/x\t1\t0\t0\thttp://a.test/"]   # left as it was
+    assert sorted(p.name for p in projects.iterdir()) == [".bare.pull.lock", "bare"]

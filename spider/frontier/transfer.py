@@ -572,7 +572,7 @@ def pull(projects_dir: Path, name: str, url: str, *, replace: bool = False) -> l
     """Write the Redis crawl ``name`` back as the project folder ``projects_dir/name``."""
     folder = projects_dir / name
     if folder.exists() and any(folder.iterdir()) and not replace:
-        raise TransferError(f"{folder} exists and is not empty; move it away, or pull with --replace")
+        raise _not_empty(folder)
     r = connect(url)
     projects_dir.mkdir(parents=True, exist_ok=True)
     with _locked(projects_dir / f".{name}.pull.lock", f"another pull of {name!r} into {projects_dir} is running"):
@@ -585,13 +585,28 @@ def pull(projects_dir: Path, name: str, url: str, *, replace: bool = False) -> l
         for leftover in (temp, old):   # a killed pull's
             _remove(leftover)
         temp.mkdir()
-        if snap.settings is not None:   # first: the crawl order tells how to read the keys
-            atomic_write_with(temp / SETTINGS, lambda f: f.write(snap.settings))
-        img = image_of(snap, lifo=_lifo(temp))
-        write_folder(img, temp)
-        _install(temp, folder, old)
-    return [f"pulled {name!r} from {url} into {folder}: {img.summary()}; "
-            f"resume it alone with: crawl {name}"]
+        try:
+            if snap.settings is not None:   # first: the crawl order tells how to read the keys
+                atomic_write_with(temp / SETTINGS, lambda f: f.write(snap.settings))
+            try:
+                img = image_of(snap, lifo=_lifo(temp))
+            except ValueError as e:   # a key written by hand, or by something else than the crawler
+                raise TransferError(f"the crawl {name!r} in Redis holds a record that is not one ({e}); "
+                                    "nothing was written") from None
+            write_folder(img, temp)
+            _install(temp, folder, old, replace)
+        except BaseException:
+            _remove(temp)
+            raise
+    said = [f"pulled {name!r} from {url} into {folder}: {img.summary()}; resume it alone with: crawl {name}"]
+    if img.settings is None:
+        said.insert(0, f"warning: Redis holds no settings for {name!r}: give its START_URL(s) and options "
+                       f"to the first `crawl {name}`")
+    return said
+
+
+def _not_empty(folder: Path) -> TransferError:
+    return TransferError(f"{folder} exists and is not empty; move it away, or pull with --replace")
 
 
 def _lifo(folder: Path) -> bool:
@@ -611,12 +626,14 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def _install(temp: Path, folder: Path, old: Path) -> None:
+def _install(temp: Path, folder: Path, old: Path, replace: bool) -> None:
     """Put the pulled folder in place with renames: an empty target is replaced at once; a full
     one (``--replace``) is moved aside under its crawl.lock first, then deleted."""
     if folder.is_symlink():
         raise TransferError(f"{folder} is a symbolic link; refusing to replace it")
     if folder.exists() and any(folder.iterdir()):
+        if not replace:   # filled while we read Redis
+            raise _not_empty(folder)
         with _locked(folder / LOCK, _crawl_running(folder)):
             os.rename(folder, old)
     os.rename(temp, folder)   # onto a missing or empty folder
