@@ -86,10 +86,8 @@ class Image:
     files: dict[str, bytes] = field(default_factory=dict)         # other state files, verbatim
 
     def summary(self) -> str:
-        crawled = [line for line in self.logs.get("crawled", []) if _is_data(line)]
-        hops = sum(1 for line in crawled if is_redirect_hop(line.decode("utf-8", "replace")))
-        failed = sum(1 for line in self.logs.get("failed", []) if _is_data(line))
-        return f"{len(self.pending)} pending, {len(crawled) - hops} crawled, {failed} failed"
+        n = outcome_counts(self)
+        return f"{len(self.pending)} pending, {n['crawled']} crawled, {n['failed']} failed"
 
 
 # -- pure mappings -------------------------------------------------------------------------------
@@ -217,8 +215,13 @@ class Snapshot:
 
 def live_owners(snap: Snapshot) -> list[str]:
     """The owners (``machine/pid``) of the host leases that have not run out."""
+    def until(v: dict[bytes, bytes]) -> float:
+        try:
+            return float(v.get(b"luntil") or 0)
+        except ValueError:   # not a time: no lease anybody could renew
+            return 0.0
     return sorted({v[b"lowner"].decode("utf-8", "replace") for v in snap.hosts.values()
-                   if b"lowner" in v and int(float(v.get(b"luntil") or 0)) > snap.now_ms})
+                   if b"lowner" in v and until(v) > snap.now_ms})
 
 
 def image_of(snap: Snapshot, lifo: bool) -> Image:
