@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from redis_server import redis_server  # noqa: F401  (pytest fixture)
+from redis_server import redis_server, start_redis  # noqa: F401  (pytest fixtures)
 from sitekit import TestSite, tree_links
 from spider import config as settings
 from spider.config import CrawlConfig
@@ -351,3 +351,26 @@ def test_a_crawl_in_redis_without_settings_or_with_a_bad_record_is_pulled_or_ref
     assert "holds a record that is not one" in line
     assert data(projects / "bare" / "queue.txt") == ["http://a.test/x\t1\t0\t0\thttp://a.test/"]   # left as it was
     assert sorted(p.name for p in projects.iterdir()) == [".bare.pull.lock", "bare"]
+
+
+def test_a_redis_that_goes_away_mid_push_is_one_error_line_and_a_rerun_succeeds(tmp_path, start_redis):
+    from spider.frontier.transfer import temp_prefix
+
+    server = start_redis()
+    r = server.client()
+    projects = tmp_path / "projects"
+    _big_project(projects / NAME, 6000)
+    proc = spawn(projects, "push", NAME, "--store", server.url)
+    end = time.monotonic() + TIMEOUT
+    while not r.keys(f"{temp_prefix(NAME)}:*") and proc.poll() is None:
+        assert time.monotonic() < end
+        time.sleep(0.002)
+    server.kill()   # kill -9 of redis-server while push writes
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert "Traceback" not in err
+    line = error_line(subprocess.CompletedProcess([], proc.returncode, out, err))
+    assert line.startswith("Error: push failed: Redis: ConnectionError") and "nothing was changed" in line, line
+    source = digest(projects / NAME)
+    server.restart()
+    said = ok(cli(projects, "push", NAME, "--store", server.url)).stderr
+    assert "6000 pending" in said and digest(projects / NAME) == source

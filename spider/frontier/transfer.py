@@ -391,8 +391,12 @@ def write_image(r: Any, prefix: str, img: Image, order: Order) -> None:
     the pending lines, so scores, index and counts are exactly its own)."""
     store = RedisStore(r, prefix, order=order)
     entries = [parse_queue_line(line) for line in img.pending]
-    for i in range(0, len(entries), ADD_BATCH):
-        store.requeue(entries[i:i + ADD_BATCH])
+    try:
+        for i in range(0, len(entries), ADD_BATCH):
+            store.requeue(entries[i:i + ADD_BATCH])
+    except StoreError as e:   # "Redis store 'TEMP PREFIX': ...": the user knows no temp prefix
+        raise TransferError(f"push failed: Redis: {str(e).split(': ', 1)[-1]}; nothing was changed, run it again") \
+            from None
     pipe = r.pipeline(transaction=False)
     queued = 0
 
