@@ -236,6 +236,7 @@ def test_a_crawl_done_partly_in_redis_is_pulled_and_finished_by_crawl(tmp_path, 
 
     refused = error_line(cli(other, "pull", NAME, "--store", store_url))
     assert "running on m1" in refused and not (other / NAME).exists()
+    assert "running on m1" in error_line(cli(projects, "push", NAME, "--store", store_url, "--replace"))
 
     host = host_key(site.url("/"))   # m1 died: its lease runs out
     r.hset(f"{NAME}:h:{{{host}}}", "luntil", 0)
