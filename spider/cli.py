@@ -1,4 +1,4 @@
-"""The command line: ``crawl``, ``recrawl``, ``seed``, ``status``, ``report``, ``export`` and ``demo``. Thin: it validates, builds the frozen
+"""The command line: ``crawl``, ``recrawl``, ``seed``, ``status``, ``report``, ``export``, ``push``, ``pull`` and ``demo``. Thin: it validates, builds the frozen
 config and hands over. User mistakes become one ``Error: ...`` line here (exit 1), or a usage
 error (exit 2); never a traceback."""
 
@@ -369,6 +369,61 @@ def report(name: str, output: Path | None, projects_dir: Path) -> None:
     except OSError as e:
         raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
     click.echo(str(path))
+
+
+def transfer_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``push`` and ``pull``."""
+    for option in reversed(TRANSFER_OPTIONS):
+        f = option(f)
+    return f
+
+
+TRANSFER_OPTIONS = [
+    click.option("--store", "store_url", required=True, metavar="redis://HOST:PORT/DB",
+                 help="The Redis that holds (or will hold) the crawl; its keys are prefixed by NAME."),
+    click.option("--replace", is_flag=True, help="Overwrite what is there already."),
+    projects_dir_option,
+]
+
+
+def _transfer(action: Callable[[], list[str]], folder: Path) -> None:
+    try:
+        for line in action():
+            click.echo(line, err=True)
+    except StoreError as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+
+
+@main.command()
+@click.argument("name")
+@transfer_options
+def push(name: str, store_url: str, replace: bool, projects_dir: Path) -> None:
+    """Load project NAME (every state file) into Redis, to crawl it there with --store.
+
+    A crawl that was killed is recovered first, as `crawl NAME` would. Refused if Redis already
+    holds a crawl named NAME, unless --replace. The project folder is left as it is."""
+    from .frontier.transfer import push as push_project
+
+    folder = project_folder(projects_dir, name)
+    if not (folder / settings.SETTINGS).exists():
+        raise click.ClickException(f"no project named {name!r} in {projects_dir}")
+    _transfer(lambda: push_project(folder, store_url, replace=replace), folder)
+
+
+@main.command()
+@click.argument("name")
+@transfer_options
+def pull(name: str, store_url: str, replace: bool, projects_dir: Path) -> None:
+    """Write the Redis crawl NAME back as the plain-text project folder NAME.
+
+    Refused while the crawl runs on any machine, and if the folder exists and is not empty,
+    unless --replace. Redis is left as it is. Resume it alone with `crawl NAME`."""
+    from .frontier.transfer import pull as pull_project
+
+    folder = project_folder(projects_dir, name)
+    _transfer(lambda: pull_project(projects_dir, name, store_url, replace=replace), folder)
 
 
 @main.command()
