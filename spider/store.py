@@ -292,10 +292,17 @@ class _File:
         return os.pread(self.fd, limit, offset)
 
     def append(self, text: str) -> int:
-        """Append whole lines; returns the offset they start at."""
+        """Append whole lines; returns the offset they start at.
+
+        Our lines start on a line of their own: a last line without its newline (typed by hand
+        with ``printf ... >>`` while the crawl runs) is ended first, or our first line would be
+        glued to it and both lost. The caller holds the frontier lock, so no other process of
+        the crawl appends between the look at the last byte and the write."""
         assert self.fd is not None
         data = text.encode("utf-8")
         offset = os.fstat(self.fd).st_size
+        if offset and os.pread(self.fd, 1, offset - 1) != b"\n":
+            data, offset = b"\n" + data, offset + 1
         if os.write(self.fd, data) != len(data):
             raise OSError(f"short write to {self.path}")
         return offset

@@ -1,0 +1,152 @@
+"""State files changed by hand while a crawl runs (issue 13: items 3, 4, 12, counts after sed -i).
+
+README, Guarantees: whatever a person does to queue.txt while the crawl runs (append a line with or
+without its newline, truncate it, remove it, rewrite it with ``sed -i``), no URL is lost, none is
+fetched twice, and the counts stay right. Each test runs ``python main.py crawl ...`` in a
+subprocess against a loopback site with one *gated* page: the server holds its answer until the
+test has made its edit, so the edit lands mid-crawl, with that page in flight and (where the test
+needs it) URLs pending, without any sleeps or timing guesses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sitekit import TestSite
+from spider.records import is_data, parse_queue_line
+
+MAIN = str(Path(__file__).resolve().parent.parent / "main.py")
+NAME = "live"
+WAIT = 60   # seconds a step may take before the test gives up (a hang is the failure)
+
+
+class Gate:
+    """A page whose answer waits until ``open()``; ``arrived`` is set when it is requested."""
+
+    def __init__(self, site: TestSite, path: str, body: str) -> None:
+        self.arrived, self.opened = threading.Event(), threading.Event()
+
+        def handler(info):  # type: ignore[no-untyped-def]
+            self.arrived.set()
+            self.opened.wait(WAIT)
+            return 200, {}, body
+
+        site.route(path, handler=handler)
+
+    def open(self) -> None:
+        self.opened.set()
+
+
+def page(links: list[str]) -> str:
+    return "<html><body>" + "".join(f'<a href="{h}">{h}</a>\n' for h in links) + "</body></html>"
+
+
+def start(projects: Path, url: str, *args: str) -> subprocess.Popen:
+    cmd = [sys.executable, MAIN, "crawl", NAME, url, "--delay", "0", "--max-depth", "50",
+           "--projects-dir", str(projects), *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def finish(proc: subprocess.Popen) -> str:
+    """Wait for the crawl to end on its own; a hang fails the test (and the crawl is killed)."""
+    try:
+        _, err = proc.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        pytest.fail(f"the crawl hung after the edit:\n{err[-3000:]}")
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    return err
+
+
+def data(path: Path) -> list[str]:
+    return [x for x in path.read_text(encoding="utf-8").splitlines() if is_data(x)] if path.exists() else []
+
+
+def urls(path: Path) -> list[str]:
+    return [x.split("\t", 1)[0] for x in data(path)]
+
+
+def check_done(folder: Path, expected: set[str]) -> list[str]:
+    """The crawl ended with every expected page crawled once, nothing pending or in flight."""
+    crawled = urls(folder / "crawled.txt")
+    assert not [u for u, n in Counter(crawled).items() if n > 1], "crawled.txt holds a URL twice"
+    assert set(crawled) == expected, (sorted(expected - set(crawled)), sorted(set(crawled) - expected))
+    assert [parse_queue_line(x).url for x in data(folder / "queue.txt")] == []
+    assert data(folder / "claims.txt") == []
+    return crawled
+
+
+def summary_counts(err: str) -> dict[str, int]:
+    """The numbers of the last line ``done: crawled N ..., failed N, pending N, ...``."""
+    line = [x for x in err.splitlines() if x.startswith("done: ")][-1]
+    return {k: int(re.search(rf"{k} (-?\d+)", line).group(1)) for k in ("crawled", "failed", "pending")}
+
+
+def no_negative_counts(err: str) -> None:
+    assert not re.search(r"(pending|in flight|crawled|failed) -\d", err), err
+
+
+@pytest.fixture
+def chain(site):
+    """/ -> /c/0 -> /c/1 -> ... -> /c/11, with /c/4 gated: one URL at a time, so the crawler's next
+    queue line is written right after the gate opens."""
+    n = 12
+    paths = [f"/c/{i}" for i in range(n)]
+    site.route("/", body=page([paths[0]]))
+    for i, p in enumerate(paths):
+        if i != 4:
+            site.route(p, body=page(paths[i + 1:i + 2]))
+    gate = Gate(site, paths[4], page([paths[5]]))
+    return site, gate, {site.url(p) for p in ["/"] + paths}
+
+
+@pytest.fixture
+def fan(site):
+    """/ links to /f/0 ... /f/29; /f/0 is gated. With one worker, /f/0 is in flight and the
+    other 29 are pending when the gate holds."""
+    paths = [f"/f/{i}" for i in range(30)]
+    site.route("/", body=page(paths))
+    for p in paths[1:]:
+        site.route(p, body=page([]))
+    gate = Gate(site, paths[0], page([]))
+    return site, gate, {site.url(p) for p in ["/"] + paths}
+
+
+def edit_mid_crawl(projects: Path, url: str, gate: Gate, edit, *args: str) -> str:  # type: ignore[no-untyped-def]
+    proc = start(projects, url, *args)
+    try:
+        assert gate.arrived.wait(WAIT), "the gated page was never requested"
+        edit(projects / NAME / "queue.txt")
+    finally:
+        gate.open()
+    return finish(proc)
+
+
+# -- item 3: a line appended without its newline ------------------------------------------------------
+
+def test_a_line_appended_without_newline_while_running_is_not_glued_to_the_next(chain, projects_dir):
+    site, gate, pages = chain
+    site.route("/hand1", body=page([]))
+
+    def edit(queue: Path) -> None:
+        with open(queue, "a", encoding="utf-8") as f:
+            f.write(site.url("/hand1"))   # printf 'URL' >> queue.txt: no newline
+
+    err = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "1")
+    folder = projects_dir / NAME
+    check_done(folder, pages | {site.url("/hand1")})
+    assert not [x for x in data(folder / "rejected.txt") if "hand1http" in x]
+    assert summary_counts(err)["crawled"] == len(pages) + 1
