@@ -40,6 +40,7 @@ import heapq
 import math
 import os
 import re
+import sys
 import time
 from array import array
 from dataclasses import dataclass, field, replace
@@ -255,6 +256,13 @@ class _File:
         self.pos = 0
         return True
 
+    def replaced(self) -> bool:
+        """Is the file at our path another one than we hold open (or gone)?"""
+        try:
+            return os.stat(self.path).st_ino != self.ino
+        except FileNotFoundError:
+            return True
+
     def read_chunks(self) -> Iterator[tuple[int, bytes]]:
         """Whole lines appended since the last call, as (offset, bytes) chunks of about 1 MB.
 
@@ -339,6 +347,7 @@ class FileStore:
         self.from_view = False   # did open() load frontier.view instead of reading the files?
         self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
         self._over_budget = SeenSet()
+        self.warn: Callable[[str], None] = _warn   # says what the store did about a hand edit
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
         self._reset_view()
@@ -363,6 +372,9 @@ class FileStore:
         self._rechecks = Frontier(self.order.lifo)   # the recheck lines among them, again: what
         # may still be claimed once --max-pages is reached (a check completes no new URL)
         self._held = 0   # pending lines a discovery run leaves alone (``only``)
+        # Lines appended during the run that are refused when claimed: offset -> reason (""
+        # for a hand-written line of a URL already known: dropped silently, as start-up does).
+        self._refuse: dict[int, str] = {}
         self._delayed: list[tuple[float, int, str, int, bool]] = []   # retries not yet due: (time, off, host, score, recheck)
         self._crawled = 0
         self._hops = 0
@@ -423,22 +435,37 @@ class FileStore:
                     self._base.crawled += 1
 
     def _sync(self) -> None:
-        """Catch up with what other processes appended (caller holds the lock)."""
+        """Catch up with what other processes appended (caller holds the lock).
+
+        A queue.txt removed, replaced or cut by hand is rebuilt first (``_rebuild``); a journal
+        replaced by another process (its rebuild, or a fold) is read to its end first, so the
+        pages it recorded still count; then the new pair is read from the start."""
+        if self._queue.fd is not None and self._claims.fd is not None:
+            edit = self._queue_edit()
+            if edit:
+                self._rebuild(edit)
+            elif self._claims.replaced():
+                self._read_journal()
         if self._queue.reopen_if_replaced() | self._claims.reopen_if_replaced():
             self._queue.pos = 0
             self._claims.pos = 0
-            keep = (self._crawled, self._hops, self._failed)
+            keep = (self._crawled, self._hops, self._failed, self._refused, self._rechecked)
             self._reset_view()
             self._load_hosts()
-            self._crawled, self._hops, self._failed = keep
-        self._read_queue()
+            self._crawled, self._hops, self._failed, self._refused, self._rechecked = keep
+            self._read_queue(judge=False)   # every line of it was judged when first read
+        else:
+            self._read_queue()
+        self._read_journal()
+
+    def _read_journal(self) -> None:
         for _off, _end, line in self._claims.read_new():
             try:
                 self._apply(line)
             except (ValueError, IndexError):
                 continue   # not a journal record (a hand edit); recovery ignores it as well
 
-    def _read_queue(self) -> None:
+    def _read_queue(self, judge: bool = True) -> None:
         """Take in the lines appended to queue.txt since the last look (ours included).
 
         This is most of a resume's start-up (a million pending lines are read once), so it works
@@ -463,15 +490,112 @@ class FileStore:
                     if track:
                         fields = line.split("\t", 4)   # split once: dedup and the index both use it
                         url = fields[0].strip()
-                        if seen_add(url) and counting:
-                            h = host_key(url)
-                            admitted[h] = admitted.get(h, 0) + 1
+                        hand = len(fields) < 5   # not the crawler's shape: written by a person
+                        if hand:
+                            url = _normal(url)
+                        if seen_add(url):
+                            if counting:
+                                h = host_key(url)
+                                admitted[h] = admitted.get(h, 0) + 1
+                        elif hand and judge and off >= cursor:
+                            # Added by hand while running, of a URL queued, crawled or failed
+                            # already: dropped (start-up drops it too), never fetched twice.
+                            self._refuse[off] = ""
+                            self._frontier.push("", BAD_LINE_SCORE, off)
+                            off = end
+                            continue
                         if off >= cursor:
                             index(off, fields, url)
                 elif off >= self._cursor:
                     self._consume(off, end, False)   # blank and # lines: nothing to claim, every process agrees
                     cursor = self._cursor
                 off = end
+
+    # -- queue.txt changed by hand under the running crawl --------------------------------------------
+    def _queue_edit(self) -> str | None:
+        """How queue.txt was changed by something other than the crawler, if it was: ``removed``
+        (rm), ``replaced`` (sed -i, an editor: a new file while the journal is the same) or
+        ``cut`` (truncated, or rewritten in place: shorter than what we read, or no newline
+        where our last line ended). A new queue.txt with a new journal is a fold or another
+        process's rebuild: the pair agrees, nothing to do."""
+        q = self._queue
+        try:
+            st = os.stat(q.path)
+        except FileNotFoundError:
+            return "removed"
+        if st.st_ino != q.ino:
+            return None if self._claims.replaced() else "replaced"
+        if st.st_size < q.pos or (q.pos and q.read_at(q.pos - 1, 1) != b"\n"):
+            return "cut"
+        return None
+
+    def _rebuild(self, edit: str) -> None:
+        """Write queue.txt anew after a hand edit under the running crawl (lock held): nothing
+        pending is lost, nothing done is queued again, the counts stay right.
+
+        What is known: the claims in flight (the journal), what was pending in the old file (a
+        removed or replaced file is still readable through our descriptor: its unclaimed lines),
+        and the lines of the file as it is now (a person's edit; copies of claimed lines and
+        lines of pages crawled or failed are dropped). A file cut in place is gone: its pending
+        URLs are found again from links.txt (every link of a crawled page that is not crawled,
+        failed or refused) and the seeds. The new queue.txt holds the claims in flight first,
+        claimed again in a new journal, so every process takes the pair in as after a fold."""
+        intact = edit != "cut"
+        if intact:
+            self._read_queue()   # lines appended before the edit
+        self._read_journal()
+        done = _outcome_urls(self.folder)
+        consumed: dict[str, int] = {}   # claimed lines of the old file, by text
+        pending: list[str] = []          # its unclaimed lines
+        if intact:
+            for off, line in _lines_of(self._queue.fd, 0):   # type: ignore[arg-type]
+                if not is_data(line):
+                    continue
+                if off < self._cursor or off in self._ahead:
+                    consumed[line] = consumed.get(line, 0) + 1
+                elif off not in self._refuse:
+                    pending.append(line)
+        inflight = {url: qline for url, (_, qline) in self._inflight.items()}
+        lines: list[str] = [q + "\n" for q in inflight.values()]
+        keys: set[tuple[str, bool]] = set()
+
+        def put(line: str, check: bool) -> None:
+            line = line if line.endswith("\n") else line + "\n"
+            fields = line.rstrip("\n").split("\t")
+            url = _normal(fields[0].strip())
+            recheck = len(fields) > 5 and fields[5].strip() == "recheck"
+            if check and consumed.get(line, 0):
+                consumed[line] -= 1   # a copy of a line claimed already (sed -i copies them all)
+            elif (url, recheck) not in keys and url not in inflight and (recheck or not check or url not in done):
+                keys.add((url, recheck))
+                lines.append(line)
+
+        if edit != "removed":
+            with open(self._queue.path, "rb") as f:
+                for off, line in _lines_of(f.fileno(), 0):
+                    if is_data(line):
+                        put(line, True)
+        for line in pending:
+            put(line, False)
+        if not intact:
+            for line in _linked_pending(self.folder, done, self._seeds):
+                put(line, True)
+        records, w = [], len(QUEUE_HEADER.encode())
+        for (url, qline), line in zip(inflight.items(), lines):
+            host = host_key(url)
+            nxt = self._host_next.get(host, 0.0)
+            records.append(f"C\t{w}\t{w + len(line.encode('utf-8'))}\t{self._inflight[url][0]}\t"
+                           f"{f'{nxt:.3f}' if nxt else '0'}\t{qline}\n")
+            w += len(line.encode("utf-8"))
+        write_hosts(self.folder, {h: self.host_state(h) for h in set(self._host_state) | set(self._host_next)})
+        atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS] + "".join(records))   # first, as at a fold
+        atomic_write(self._queue.path, QUEUE_HEADER + "".join(lines))
+        self._view_ino = None   # the saved view describes no file any more
+        how = {"removed": "removed", "replaced": "replaced (sed -i?)",
+               "cut": "truncated or rewritten in place"}[edit]
+        whence = "" if intact else " (found again from links.txt and the seeds; lines added by hand are lost)"
+        self.warn(f"queue.txt was {how} while the crawl ran: rebuilt with {len(lines) - len(inflight)} "
+                  f"pending URL(s){whence} and {len(inflight)} in flight; edit it only while no crawl runs")
 
     def _skip_not_data(self, base: int, data: bytes) -> int:
         """Consume the blank and comment lines of an ASCII chunk of whole lines; returns how many.
@@ -556,7 +680,7 @@ class FileStore:
         for owner, _ in self._inflight.values():
             by_owner[owner] = by_owner.get(owner, 0) + 1
         return Counts(
-            pending=self._lines - self._consumed,
+            pending=max(0, self._lines - self._consumed),   # never shown negative, whatever an edit did
             in_flight=len(self._inflight),
             crawled=self._base.crawled + self._crawled,
             hops=self._base.hops + self._hops,
@@ -611,6 +735,12 @@ class FileStore:
                 if host is None:
                     break
                 line, end = self._line_at(off)
+                why = self._refuse.pop(off, None)
+                if why is not None:   # refused when read (see _read_queue, _index)
+                    if why:
+                        append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {why}"))
+                    self._journal([f"S\t{off}\t{end}\t1\n"])
+                    continue
                 if not is_data(line):
                     self._journal([f"S\t{off}\t{end}\t0\n"])
                     continue
@@ -675,6 +805,9 @@ class FileStore:
             self._held += 1   # left pending for the fetch run
             return
         recheck = len(fields) > 4 and fields[4].rstrip("\r\n").endswith("\trecheck")
+        if not_before > time.time() + FAR_AHEAD:   # a typo (milliseconds?) that would hold the crawl for ever
+            self._refuse[off] = "not_before is more than a year ahead"
+            host, score, not_before = "", BAD_LINE_SCORE, 0.0
         if not_before > 0 and math.isfinite(not_before):
             heapq.heappush(self._delayed, (not_before, off, host, score, recheck))
         else:
@@ -1151,6 +1284,70 @@ class FileStore:
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
                     consumed=0, delayed=sorted(delayed), rechecks=len(rechecks))
         return meta, carried.seen, buckets + rechecks
+
+
+def _warn(text: str) -> None:
+    """A warning from a process of the crawl: one line on stderr (the crawl's terminal)."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"warning: {text}\n")
+        sys.stderr.flush()
+
+
+def _normal(url: str) -> str:
+    """A hand-written URL as the crawler writes it (as it is, if it is not one)."""
+    try:
+        return normalize(url)
+    except ValueError:
+        return url
+
+
+def _lines_of(fd: int, start: int) -> Iterator[tuple[int, str]]:
+    """(offset, line) of a file's lines from byte ``start``, through ``fd``; the last one may lack
+    its newline."""
+    pos, carry = start, b""
+    while True:
+        data = os.pread(fd, READ_CHUNK, pos + len(carry))
+        if not data:
+            break
+        data = carry + data
+        parts = data.split(b"\n")
+        carry = parts.pop()
+        for raw in parts:
+            yield pos, raw.decode("utf-8", "replace") + "\n"
+            pos += len(raw) + 1
+    if carry:
+        yield pos, carry.decode("utf-8", "replace")
+
+
+def _outcome_urls(folder: Path) -> SeenSet:
+    """The URLs of crawled.txt and failed.txt."""
+    done = SeenSet()
+    for name in (CRAWLED, FAILED):
+        for f in data_fields(folder / name):
+            done.add(f[0].strip())
+    return done
+
+
+def _linked_pending(folder: Path, done: Container[str], seeds: Iterable[str]) -> Iterator[str]:
+    """Queue lines for the URLs a crawled page linked to (links.txt) or the seeds, that are not
+    crawled, failed or refused (rejected.txt): the pending URLs of a queue.txt lost whole."""
+    found: dict[str, str] = {s: "-" for s in seeds}
+    try:
+        with open(folder / "links.txt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.rstrip("\n").split("\t", 3)
+                if line.endswith("\n") and len(fields) == 4:
+                    for url in fields[3].split():
+                        found.setdefault(url, fields[0])
+    except FileNotFoundError:
+        pass
+    refused = {f[0].strip() for f in data_fields(folder / REJECTED)}
+    found = {u: src for u, src in found.items() if u not in done and u not in refused}
+    sources = set(found.values())
+    depth = {f[0]: int(f[4]) for f in data_fields(folder / CRAWLED)
+             if f[0] in sources and len(f) > 4 and f[4].isdigit()}
+    for url, src in found.items():
+        yield QueueEntry(url, depth[src] + 1 if src in depth else 0, 0, 0.0, src).line()
 
 
 def _copy_range(src: int, dst: int, offset: int, count: int) -> None:

@@ -150,3 +150,65 @@ def test_a_line_appended_without_newline_while_running_is_not_glued_to_the_next(
     check_done(folder, pages | {site.url("/hand1")})
     assert not [x for x in data(folder / "rejected.txt") if "hand1http" in x]
     assert summary_counts(err)["crawled"] == len(pages) + 1
+
+
+# -- item 4: queue.txt removed, truncated or replaced ---------------------------------------------------
+
+def remove(queue: Path) -> None:
+    queue.unlink()
+
+
+def truncate(queue: Path) -> None:
+    with open(queue, "w"):   # : > queue.txt
+        pass
+
+
+def sed_i(queue: Path) -> None:
+    subprocess.run(["sed", "-i", "s/x/x/", str(queue)], check=True)   # a new file, same lines
+
+
+@pytest.mark.parametrize("edit", [remove, truncate, sed_i], ids=["rm", "truncate", "sed-i"])
+def test_queue_txt_removed_truncated_or_replaced_while_running_loses_nothing(fan, projects_dir, edit):
+    site, gate, pages = fan
+    err = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "1")
+    folder = projects_dir / NAME
+    crawled = check_done(folder, pages)
+    assert max(site.hits.values()) == 1, "a page was fetched twice"
+    no_negative_counts(err)
+    counts = summary_counts(err)
+    assert counts["crawled"] == len(crawled) and counts["pending"] == 0
+    if edit is not sed_i:   # said once, by the process that noticed (sed -i may keep every line)
+        assert len([x for x in err.splitlines() if "queue.txt was" in x]) == 1, err
+
+
+# -- item 12: hand-appended lines checked like the start-up checks them -----------------------------------
+
+def test_a_hand_line_ten_years_ahead_added_while_running_does_not_hold_the_crawl(chain, projects_dir):
+    site, gate, pages = chain
+    site.route("/later", body=page([]))
+    far = time.time() + 10 * 365 * 86400
+
+    def edit(queue: Path) -> None:
+        with open(queue, "a", encoding="utf-8") as f:
+            f.write(f"{site.url('/later')}\t0\t0\t{far:.3f}\n")
+
+    finish_ok = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "2")
+    folder = projects_dir / NAME
+    check_done(folder, pages)
+    assert [x for x in data(folder / "rejected.txt")
+            if x.startswith(site.url("/later")) and "more than a year ahead" in x]
+    assert summary_counts(finish_ok)["pending"] == 0
+
+
+def test_a_hand_line_of_a_crawled_url_added_while_running_is_not_fetched_again(chain, projects_dir):
+    site, gate, pages = chain
+
+    def edit(queue: Path) -> None:
+        with open(queue, "a", encoding="utf-8") as f:   # crawled already, once as written, once not normalised
+            f.write(f"{site.url('/c/1')}\n{site.url('/c/2')}#frag\n")
+
+    err = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "2")
+    folder = projects_dir / NAME
+    crawled = check_done(folder, pages)
+    assert max(site.hits.values()) == 1, "a page was fetched twice"
+    assert summary_counts(err) == {"crawled": len(crawled), "failed": 0, "pending": 0}
