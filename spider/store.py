@@ -921,7 +921,9 @@ class FileStore:
         with self.lock:
             self._sync()
             if record is not None:   # crawled.txt, failed.txt and rejected.txt stay open too
-                self._log({"failed": "failed", "rejected": "rejected"}.get(kind, "crawled"), record)
+                name = {"failed": "failed", "rejected": "rejected"}.get(kind, "crawled")
+                _end_last_line(self.folder / LOGS[name])
+                self._log(name, record)
             if requeue is not None:
                 self._queue.append(requeue.line())
                 self._read_queue()
@@ -1291,6 +1293,22 @@ def _warn(text: str) -> None:
     with contextlib.suppress(OSError):
         sys.stderr.write(f"warning: {text}\n")
         sys.stderr.flush()
+
+
+def _end_last_line(path: Path) -> None:
+    """End a last line left without its newline (a hand edit while the crawl runs), so the
+    record we append next is not glued to it; the caller holds the frontier lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        if not size or os.pread(fd, 1, size - 1) == b"\n":
+            return
+    finally:
+        os.close(fd)
+    append_text(path, "\n")
 
 
 def _normal(url: str) -> str:

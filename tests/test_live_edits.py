@@ -212,3 +212,22 @@ def test_a_hand_line_of_a_crawled_url_added_while_running_is_not_fetched_again(c
     crawled = check_done(folder, pages)
     assert max(site.hits.values()) == 1, "a page was fetched twice"
     assert summary_counts(err) == {"crawled": len(crawled), "failed": 0, "pending": 0}
+
+
+# -- edits of crawled.txt while running ---------------------------------------------------------------
+
+def test_a_line_appended_to_crawled_txt_without_newline_keeps_the_next_record(chain, projects_dir):
+    """The record the crawler writes next is not glued to a hand-written fragment: the page is
+    crawled once, and the next run moves the fragment (a bare URL is a valid hand line)."""
+    site, gate, pages = chain
+    hand = "http://elsewhere.test/marked-by-hand"
+
+    def edit(queue: Path) -> None:
+        with open(queue.parent / "crawled.txt", "a", encoding="utf-8") as f:
+            f.write(hand)
+
+    edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "1")
+    folder = projects_dir / NAME
+    crawled = urls(folder / "crawled.txt")
+    assert hand in crawled and set(crawled) - {hand} == pages
+    assert max(site.hits.values()) == 1
