@@ -437,15 +437,16 @@ class FileStore:
     def _sync(self) -> None:
         """Catch up with what other processes appended (caller holds the lock).
 
-        A queue.txt removed, replaced or cut by hand is rebuilt first (``_rebuild``); a journal
-        replaced by another process (its rebuild, or a fold) is read to its end first, so the
-        pages it recorded still count; then the new pair is read from the start."""
-        if self._queue.fd is not None and self._claims.fd is not None:
+        A queue.txt removed, replaced or cut by hand is rebuilt first (``_rebuild``). A pair
+        replaced during the run (a rebuild, by any process) is read from the start; the pages
+        done are then counted from crawled.txt and failed.txt, not from journal records: a
+        process may have missed a whole journal (two edits in a row), and a journal copied by
+        hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
+        running = self._queue.fd is not None and self._claims.fd is not None
+        if running:
             edit = self._queue_edit()
             if edit:
                 self._rebuild(edit)
-            elif self._claims.replaced():
-                self._read_journal()
         if self._queue.reopen_if_replaced() | self._claims.reopen_if_replaced():
             self._queue.pos = 0
             self._claims.pos = 0
@@ -454,14 +455,25 @@ class FileStore:
             self._load_hosts()
             self._crawled, self._hops, self._failed, self._refused, self._rechecked = keep
             self._read_queue(judge=False)   # every line of it was judged when first read
+            if running:
+                self._recount()
+            self._read_journal(count=not running)
         else:
             self._read_queue()
-        self._read_journal()
+            self._read_journal()
 
-    def _read_journal(self) -> None:
+    def _recount(self) -> None:
+        """The pages done, from crawled.txt and failed.txt (the journal's records that settled
+        them are in the files already: the outcome line is written first, under the lock)."""
+        self._base = Counts()
+        for name in (CRAWLED, FAILED):
+            self._take_outcomes(name, 0)
+        self._crawled = self._hops = self._failed = 0
+
+    def _read_journal(self, count: bool = True) -> None:
         for _off, _end, line in self._claims.read_new():
             try:
-                self._apply(line)
+                self._apply(line, count)
             except (ValueError, IndexError):
                 continue   # not a journal record (a hand edit); recovery ignores it as well
 
@@ -514,9 +526,9 @@ class FileStore:
     # -- queue.txt changed by hand under the running crawl --------------------------------------------
     def _queue_edit(self) -> str | None:
         """How queue.txt was changed by something other than the crawler, if it was: ``removed``
-        (rm), ``replaced`` (sed -i, an editor: a new file while the journal is the same) or
-        ``cut`` (truncated, or rewritten in place: shorter than what we read, or no newline
-        where our last line ended). A new queue.txt with a new journal is a fold or another
+        (rm), ``replaced`` (sed -i, an editor: a new file) or ``cut`` (truncated, or rewritten
+        in place: shorter than what we read, or no newline where our last line ended). A new
+        queue.txt whose journal names its inode (``_journal_head``) is a fold or another
         process's rebuild: the pair agrees, nothing to do."""
         q = self._queue
         try:
@@ -524,7 +536,7 @@ class FileStore:
         except FileNotFoundError:
             return "removed"
         if st.st_ino != q.ino:
-            return None if self._claims.replaced() else "replaced"
+            return None if _journal_for(self.folder, st.st_ino) else "replaced"
         if st.st_size < q.pos or (q.pos and q.read_at(q.pos - 1, 1) != b"\n"):
             return "cut"
         return None
@@ -540,10 +552,21 @@ class FileStore:
         URLs are found again from links.txt (every link of a crawled page that is not crawled,
         failed or refused) and the seeds. The new queue.txt holds the claims in flight first,
         claimed again in a new journal, so every process takes the pair in as after a fold."""
-        intact = edit != "cut"
+        q = self._queue
+        # The old file through our descriptor: cut as well (truncated, then replaced or removed
+        # before anyone looked)? Then only links.txt and the seeds tell what was pending.
+        intact = edit != "cut" and os.fstat(q.fd).st_size >= q.pos and \
+            (not q.pos or q.read_at(q.pos - 1, 1) == b"\n")   # type: ignore[arg-type]
+        self._read_journal()
+        if self._claims.replaced():
+            # Another process rebuilt (or folded) the pair, and the queue.txt it wrote was changed
+            # by hand before we looked: our view of the queue is of an older file. Take the
+            # journal in as it is now (claims in flight, pages done), and rebuild as for a cut.
+            self._claims.reopen_if_replaced()
+            self._inflight, intact = {}, False
+            self._read_journal()
         if intact:
             self._read_queue()   # lines appended before the edit
-        self._read_journal()
         done = _outcome_urls(self.folder)
         consumed: dict[str, int] = {}   # claimed lines of the old file, by text
         pending: list[str] = []          # its unclaimed lines
@@ -559,16 +582,16 @@ class FileStore:
         lines: list[str] = [q + "\n" for q in inflight.values()]
         keys: set[tuple[str, bool]] = set()
 
-        def put(line: str, check: bool) -> None:
+        def put(line: str, edited: bool) -> None:
             line = line if line.endswith("\n") else line + "\n"
             fields = line.rstrip("\n").split("\t")
             url = _normal(fields[0].strip())
             recheck = len(fields) > 5 and fields[5].strip() == "recheck"
-            if check and consumed.get(line, 0):
+            if edited and consumed.get(line, 0):
                 consumed[line] -= 1   # a copy of a line claimed already (sed -i copies them all)
-            elif (url, recheck) not in keys and url not in inflight and (recheck or not check or url not in done):
-                keys.add((url, recheck))
-                lines.append(line)
+            elif (url, recheck) not in keys and url not in inflight and (recheck or url not in done):
+                keys.add((url, recheck))   # (a page crawled meanwhile has a line left only if
+                lines.append(line)          # it was a hand-written copy: dropped, as at start-up)
 
         if edit != "removed":
             with open(self._queue.path, "rb") as f:
@@ -588,8 +611,14 @@ class FileStore:
                            f"{f'{nxt:.3f}' if nxt else '0'}\t{qline}\n")
             w += len(line.encode("utf-8"))
         write_hosts(self.folder, {h: self.host_state(h) for h in set(self._host_state) | set(self._host_next)})
-        atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS] + "".join(records))   # first, as at a fold
-        atomic_write(self._queue.path, QUEUE_HEADER + "".join(lines))
+        tmp = q.path.with_name(f".{QUEUE}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            f.write((QUEUE_HEADER + "".join(lines)).encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+            ino = os.fstat(f.fileno()).st_ino
+        atomic_write(self.folder / CLAIMS, _journal_head(ino) + "".join(records))   # first, as at a fold
+        os.replace(tmp, q.path)
         self._view_ino = None   # the saved view describes no file any more
         how = {"removed": "removed", "replaced": "replaced (sed -i?)",
                "cut": "truncated or rewritten in place"}[edit]
@@ -612,7 +641,7 @@ class FileStore:
                     self._consume(base + st, base + end, False)
         return skipped
 
-    def _apply(self, record: str) -> None:
+    def _apply(self, record: str, count: bool = True) -> None:
         kind = record[:1]
         if kind in ("C", "D", "S", "H"):
             self._records += 1
@@ -628,7 +657,9 @@ class FileStore:
         elif kind == "D":
             _, what, url = record.rstrip("\n").split("\t", 2)
             self._inflight.pop(url, None)
-            if what == "crawled":
+            if not count and what in ("crawled", "failed", "hop"):
+                pass   # counted from the files (``_recount``)
+            elif what == "crawled":
                 self._crawled += 1
             elif what == "failed":
                 self._failed += 1
@@ -714,6 +745,8 @@ class FileStore:
         with self.lock:
             self._sync()
             c = self.counts()
+            if c.pending == self._held and not c.in_flight and self._end_typed_line():
+                c = self.counts()   # the crawl would end here: take a line typed without its newline
             room = claim_limit(limit, self.max_pages, c)   # new URLs --max-pages still allows
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
@@ -778,6 +811,20 @@ class FileStore:
             # Used up: no new URL may be taken, and no recheck is left to take now or later.
             used_up = room == 0 and not taken and wait is None
             return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, used_up)
+
+    def _end_typed_line(self) -> bool:
+        """A last queue line without its newline (``printf URL >> queue.txt`` while the crawl
+        runs) waits until the crawler appends a line after it (``_File.append`` ends it first),
+        or, if nothing else is left to do, is ended here so this run takes it (caller holds the
+        lock, synced). True when there was one."""
+        q = self._queue
+        assert q.fd is not None
+        size = os.fstat(q.fd).st_size
+        if size <= q.pos or q.read_at(size - 1, 1) == b"\n":
+            return False
+        _write_all(q.fd, b"\n")
+        self._read_queue()
+        return True
 
     def has_rechecks(self) -> bool:
         """Is a recheck pending? Rechecks may still be claimed once --max-pages is reached."""
@@ -1030,23 +1077,32 @@ class FileStore:
         """
         def go() -> bool:
             with self.lock:
-                self._sync()
-                if self._inflight:
-                    return False
                 qpath = self.folder / QUEUE
                 tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    moves, partial = self._write_unclaimed(fd)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                for _ in range(10):   # queue.txt cut or replaced by hand while being copied: again
+                    self._sync()
+                    if self._inflight:
+                        return False
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    try:
+                        moves, partial = self._write_unclaimed(fd)
+                        os.fsync(fd)
+                    except _Shrunk:
+                        continue
+                    finally:
+                        os.close(fd)
+                    if not self._queue_edit():
+                        break
+                else:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+                    return False   # edited all the time: the next start reads the files
                 carried = None if partial else self._carry_view(moves)
                 write_hosts(self.folder, {h: self.host_state(h) for h in
                                           set(self._host_state) | set(self._host_next)})
                 # The journal goes first: one must never describe a queue.txt it was not written
                 # for (recovery drops the lines of settled claims by their text).
-                atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS])
+                atomic_write(self.folder / CLAIMS, _journal_head(os.stat(tmp).st_ino))
                 os.replace(tmp, qpath)
                 saved = self._save_carried(carried)
                 if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
@@ -1288,6 +1344,23 @@ class FileStore:
         return meta, carried.seen, buckets + rechecks
 
 
+def _journal_head(queue_ino: int) -> str:
+    """The first lines of a journal written with the queue.txt it describes (at a fold or a
+    rebuild): the inode says which file, so a process that finds both replaced can tell the
+    crawler's pair from a queue.txt replaced by hand after it."""
+    return f"{HEADERS[CLAIMS]}# queue.txt inode {queue_ino}\n"
+
+
+def _journal_for(folder: Path, queue_ino: int) -> bool:
+    """Was the journal written for the queue.txt of this inode (``_journal_head``)?"""
+    try:
+        with open(folder / CLAIMS, "rb") as f:
+            head = f.read(256)
+    except FileNotFoundError:
+        return False
+    return f"\n# queue.txt inode {queue_ino}\n".encode() in head
+
+
 def _warn(text: str) -> None:
     """A warning from a process of the crawl: one line on stderr (the crawl's terminal)."""
     with contextlib.suppress(OSError):
@@ -1368,6 +1441,10 @@ def _linked_pending(folder: Path, done: Container[str], seeds: Iterable[str]) ->
         yield QueueEntry(url, depth[src] + 1 if src in depth else 0, 0, 0.0, src).line()
 
 
+class _Shrunk(OSError):
+    """queue.txt was cut while being copied (a hand edit under the running crawl)."""
+
+
 def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
     """Append ``count`` bytes of ``src`` from ``offset`` to ``dst``: in the kernel with
     copy_file_range, else through a 1 MB buffer."""
@@ -1383,7 +1460,7 @@ def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
     while offset < end:
         data = os.pread(src, min(end - offset, 1 << 20), offset)
         if not data:
-            raise OSError(f"queue.txt is shorter than expected at byte {offset}")
+            raise _Shrunk(f"queue.txt is shorter than expected at byte {offset}")
         _write_all(dst, data)
         offset += len(data)
 

@@ -152,6 +152,21 @@ def test_a_line_appended_without_newline_while_running_is_not_glued_to_the_next(
     assert summary_counts(err)["crawled"] == len(pages) + 1
 
 
+def test_a_line_typed_without_newline_near_the_end_is_taken_by_this_run(fan, projects_dir):
+    """Nothing is appended after it (the pages left link nowhere new): the crawl ends the line
+    itself when nothing else is left, instead of saying "done, pending 1" and leaving it."""
+    site, gate, pages = fan
+    site.route("/hand2", body=page([]))
+
+    def edit(queue: Path) -> None:
+        with open(queue, "a", encoding="utf-8") as f:
+            f.write(site.url("/hand2"))
+
+    err = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "1")
+    check_done(projects_dir / NAME, pages | {site.url("/hand2")})
+    assert summary_counts(err)["pending"] == 0
+
+
 # -- item 4: queue.txt removed, truncated or replaced ---------------------------------------------------
 
 def remove(queue: Path) -> None:
@@ -167,17 +182,30 @@ def sed_i(queue: Path) -> None:
     subprocess.run(["sed", "-i", "s/x/x/", str(queue)], check=True)   # a new file, same lines
 
 
-@pytest.mark.parametrize("edit", [remove, truncate, sed_i], ids=["rm", "truncate", "sed-i"])
-def test_queue_txt_removed_truncated_or_replaced_while_running_loses_nothing(fan, projects_dir, edit):
+def truncate_then_sed_i(queue: Path) -> None:
+    """Two edits before the crawl looks: the file it replaced was cut already."""
+    truncate(queue)
+    sed_i(queue)
+
+
+@pytest.mark.parametrize("edit", [remove, truncate, sed_i, truncate_then_sed_i],
+                         ids=["rm", "truncate", "sed-i", "truncate-then-sed-i"])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_queue_txt_removed_truncated_or_replaced_while_running_loses_nothing(fan, projects_dir, edit, workers):
+    """One worker: it waits on the gated page, 29 URLs pending; three: the others go on
+    crawling (slowly) around the edit, so any process may be the one that notices it."""
     site, gate, pages = fan
-    err = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", "1")
+    if workers > 1:
+        for p in pages - {site.url("/"), site.url("/f/0")}:
+            site.route(p[len(site.url("")) - 1:], body=page([]), delay=0.05)
+    err = edit_mid_crawl(projects_dir, site.url("/"), gate, edit, "--workers", str(workers))
     folder = projects_dir / NAME
     crawled = check_done(folder, pages)
     assert max(site.hits.values()) == 1, "a page was fetched twice"
     no_negative_counts(err)
     counts = summary_counts(err)
     assert counts["crawled"] == len(crawled) and counts["pending"] == 0
-    if edit is not sed_i:   # said once, by the process that noticed (sed -i may keep every line)
+    if edit in (remove, truncate):   # said once, by the process that noticed (sed -i may keep every line)
         assert len([x for x in err.splitlines() if "queue.txt was" in x]) == 1, err
 
 
