@@ -156,13 +156,20 @@ def data_lines(path: Path) -> List[str]:
     return [x for x in lines_of(path) if is_data(x)]
 
 
-def check_files(folder: Path, at_rest: bool, typed: str = "") -> List[str]:
-    """Problems with the state files. ``at_rest``: the last run stopped cleanly. ``typed``: a URL
-    the edit plan appended to queue.txt without its newline (not a torn write of the crawl's)."""
+def queued_lines(folder: Path, typed: Set[str]) -> List[str]:
+    """The data lines of queue.txt, without bare lines of URLs the edit plan typed."""
+    return [x for x in data_lines(folder / "queue.txt") if x not in typed]
+
+
+def check_files(folder: Path, at_rest: bool, typed: Set[str] = frozenset()) -> List[str]:
+    """Problems with the state files. ``at_rest``: the last run stopped cleanly. ``typed``: URLs
+    the edit plan appended to queue.txt without their newline: a last line that is one of them is
+    not a torn write of the crawl's, and a bare line of one left in queue.txt is a person's line
+    (typed after the crawl's last look: the next start takes it, or drops it if crawled)."""
     bad: List[str] = []
     for name in STATE_FILES:
         p = folder / name
-        if typed and name == "queue.txt" and p.exists() and p.read_bytes().endswith(typed.encode()):
+        if name == "queue.txt" and p.exists() and any(p.read_bytes().endswith(t.encode()) for t in typed):
             continue
         if p.exists() and p.stat().st_size and not p.read_bytes().endswith(b"\n"):
             bad.append(f"{name}: last line torn: {p.read_bytes()[-80:]!r}")
@@ -182,7 +189,7 @@ def check_files(folder: Path, at_rest: bool, typed: str = "") -> List[str]:
                            f"{line[:120]!r}")
                 break
     queue: List[str] = []
-    for line in data_lines(folder / "queue.txt"):
+    for line in queued_lines(folder, typed):
         try:
             queue.append(parse_queue_line(line).url)
         except ValueError as e:
@@ -304,7 +311,7 @@ class Soak:
         self.env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
         self.env["NO_PROXY"] = "*"
         self.log = base / "run-000.stderr"   # the stderr of the run going on
-        self.typed = ""   # the URL the edit plan last appended to queue.txt without its newline
+        self.typed: Set[str] = set()   # URLs the edit plan appended to queue.txt without a newline
 
     def left(self) -> float:
         return self.a.max_seconds - (time.monotonic() - self.t0)
@@ -526,7 +533,7 @@ class Soak:
                 f.seek(max(0, end - 1))
                 lead = b"\n" if end and f.read(1) != b"\n" else b""
                 f.write(lead + url.encode())
-            self.typed = url
+            self.typed.add(url)
         elif how == "truncate":
             with open(queue, "w"):
                 pass
@@ -561,6 +568,7 @@ class Soak:
         """One project from its first run to a run that exits 0; returns the next run number."""
         self.s.rounds += 1
         self.round_group_kills = self.round_worker_kills = 0
+        self.typed = set()
         projects = self.base / f"round-{self.s.rounds:02d}"
         projects.mkdir()
         folder = projects / NAME
@@ -592,7 +600,7 @@ class Soak:
             if code == 0:
                 break
             if plan == "pause" and code == 130:   # stopped cleanly by Ctrl-C: resume it
-                for problem in check_files(folder, at_rest=True):
+                for problem in check_files(folder, at_rest=True, typed=self.typed):
                     self.violation(f"after Ctrl-C (run {rno - 1}): {problem}")
                 if not (folder / "frontier.view").exists():
                     self.violation(f"after Ctrl-C (run {rno - 1}): the clean stop saved no frontier.view")
@@ -613,7 +621,7 @@ class Soak:
 
     def verify_round(self, folder: Path, seconds: float) -> None:
         site, a = self.site, self.a
-        for problem in check_files(folder, at_rest=True):
+        for problem in check_files(folder, at_rest=True, typed=self.typed):
             self.violation(f"round {self.s.rounds}: {problem}")
         crawled = {x.split("\t", 1)[0] for x in data_lines(folder / "crawled.txt")}
         failed = {x.split("\t", 1)[0] for x in data_lines(folder / "failed.txt")}
@@ -633,7 +641,7 @@ class Soak:
                            f"{sorted(miss)[:3]}, {len(extra)} extra {sorted(extra)[:3]}")
         if failed != site.failed_urls:
             self.violation(f"round {self.s.rounds}: failed set wrong: {sorted(failed ^ site.failed_urls)[:3]}")
-        if data_lines(folder / "queue.txt"):
+        if queued_lines(folder, self.typed):
             self.violation(f"round {self.s.rounds}: queue.txt not empty after exit 0")
         rejected = data_lines(folder / "rejected.txt")
         if rejected:
