@@ -852,7 +852,7 @@ class FileStore:
             self._held += 1   # left pending for the fetch run
             return
         recheck = len(fields) > 4 and fields[4].rstrip("\r\n").endswith("\trecheck")
-        if not_before > time.time() + FAR_AHEAD:   # a typo (milliseconds?) that would hold the crawl for ever
+        if not_before and not_before > time.time() + FAR_AHEAD:   # a typo (ms?) would hold the crawl for ever
             self._refuse[off] = "not_before is more than a year ahead"
             host, score, not_before = "", BAD_LINE_SCORE, 0.0
         if not_before > 0 and math.isfinite(not_before):
