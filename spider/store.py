@@ -539,6 +539,8 @@ class FileStore:
             return None if _journal_for(self.folder, st.st_ino) else "replaced"
         if st.st_size < q.pos or (q.pos and q.read_at(q.pos - 1, 1) != b"\n"):
             return "cut"
+        if self._claims.replaced() and not _journal_for(self.folder, st.st_ino):
+            return "journal"   # claims.txt removed or replaced by hand: our view of it still holds
         return None
 
     def _rebuild(self, edit: str) -> None:
@@ -558,7 +560,7 @@ class FileStore:
         intact = edit != "cut" and os.fstat(q.fd).st_size >= q.pos and \
             (not q.pos or q.read_at(q.pos - 1, 1) == b"\n")   # type: ignore[arg-type]
         self._read_journal()
-        if self._claims.replaced():
+        if edit != "journal" and self._claims.replaced():
             # Another process rebuilt (or folded) the pair, and the queue.txt it wrote was changed
             # by hand before we looked: our view of the queue is of an older file. Take the
             # journal in as it is now (claims in flight, pages done), and rebuild as for a cut.
@@ -620,10 +622,11 @@ class FileStore:
         atomic_write(self.folder / CLAIMS, _journal_head(ino) + "".join(records))   # first, as at a fold
         os.replace(tmp, q.path)
         self._view_ino = None   # the saved view describes no file any more
-        how = {"removed": "removed", "replaced": "replaced (sed -i?)",
-               "cut": "truncated or rewritten in place"}[edit]
+        how = {"removed": "queue.txt was removed", "replaced": "queue.txt was replaced (sed -i?)",
+               "cut": "queue.txt was truncated or rewritten in place",
+               "journal": "claims.txt was removed or replaced"}[edit]
         whence = "" if intact else " (found again from links.txt and the seeds; lines added by hand are lost)"
-        self.warn(f"queue.txt was {how} while the crawl ran: rebuilt with {len(lines) - len(inflight)} "
+        self.warn(f"{how} while the crawl ran: rebuilt queue.txt with {len(lines) - len(inflight)} "
                   f"pending URL(s){whence} and {len(inflight)} in flight; edit it only while no crawl runs")
 
     def _skip_not_data(self, base: int, data: bytes) -> int:
@@ -1814,14 +1817,14 @@ def tidy(folder: Path) -> list[str]:
 
 
 def _mend_journal_header(path: Path) -> None:
-    """A journal whose only line is a cut header (power loss at a clean stop) is rewritten whole,
+    """A journal of header lines only, the last one cut (power loss at a clean stop), is rewritten whole,
     or the first record of the run would be glued to it and lost. A cut *record* is left alone:
     recovery ignores it (the files it describes decide) and rewrites the journal."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    if data and not data.endswith(b"\n") and b"\n" not in data and data.startswith(b"#"):
+    if data and not data.endswith(b"\n") and all(x.startswith(b"#") for x in data.split(b"\n")):
         atomic_write(path, HEADERS[CLAIMS])
 
 

@@ -182,14 +182,18 @@ def sed_i(queue: Path) -> None:
     subprocess.run(["sed", "-i", "s/x/x/", str(queue)], check=True)   # a new file, same lines
 
 
+def remove_journal(queue: Path) -> None:
+    (queue.parent / "claims.txt").unlink()   # the claims in flight: known to every process still
+
+
 def truncate_then_sed_i(queue: Path) -> None:
     """Two edits before the crawl looks: the file it replaced was cut already."""
     truncate(queue)
     sed_i(queue)
 
 
-@pytest.mark.parametrize("edit", [remove, truncate, sed_i, truncate_then_sed_i],
-                         ids=["rm", "truncate", "sed-i", "truncate-then-sed-i"])
+@pytest.mark.parametrize("edit", [remove, truncate, sed_i, truncate_then_sed_i, remove_journal],
+                         ids=["rm", "truncate", "sed-i", "truncate-then-sed-i", "rm-claims"])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_queue_txt_removed_truncated_or_replaced_while_running_loses_nothing(fan, projects_dir, edit, workers):
     """One worker: it waits on the gated page, 29 URLs pending; three: the others go on
@@ -205,8 +209,8 @@ def test_queue_txt_removed_truncated_or_replaced_while_running_loses_nothing(fan
     no_negative_counts(err)
     counts = summary_counts(err)
     assert counts["crawled"] == len(crawled) and counts["pending"] == 0
-    if edit in (remove, truncate):   # said once, by the process that noticed (sed -i may keep every line)
-        assert len([x for x in err.splitlines() if "queue.txt was" in x]) == 1, err
+    if edit in (remove, truncate, remove_journal):   # said once, by the process that noticed
+        assert len([x for x in err.splitlines() if "while the crawl ran" in x]) == 1, err
 
 
 # -- item 12: hand-appended lines checked like the start-up checks them -----------------------------------
