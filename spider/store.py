@@ -536,10 +536,13 @@ class FileStore:
         except FileNotFoundError:
             return "removed"
         if st.st_ino != q.ino:
-            return None if _journal_for(self.folder, st.st_ino) else "replaced"
+            size = _journal_for(self.folder, st.st_ino)
+            if size is None:
+                return "replaced"
+            return "cut" if st.st_size < size else None   # cut after the crawler wrote it
         if st.st_size < q.pos or (q.pos and q.read_at(q.pos - 1, 1) != b"\n"):
             return "cut"
-        if self._claims.replaced() and not _journal_for(self.folder, st.st_ino):
+        if self._claims.replaced() and _journal_for(self.folder, st.st_ino) is None:
             return "journal"   # claims.txt removed or replaced by hand: our view of it still holds
         return None
 
@@ -618,8 +621,8 @@ class FileStore:
             f.write((QUEUE_HEADER + "".join(lines)).encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
-            ino = os.fstat(f.fileno()).st_ino
-        atomic_write(self.folder / CLAIMS, _journal_head(ino) + "".join(records))   # first, as at a fold
+            st = os.fstat(f.fileno())
+        atomic_write(self.folder / CLAIMS, _journal_head(st) + "".join(records))   # first, as at a fold
         os.replace(tmp, q.path)
         self._view_ino = None   # the saved view describes no file any more
         how = {"removed": "queue.txt was removed", "replaced": "queue.txt was replaced (sed -i?)",
@@ -1105,7 +1108,7 @@ class FileStore:
                                           set(self._host_state) | set(self._host_next)})
                 # The journal goes first: one must never describe a queue.txt it was not written
                 # for (recovery drops the lines of settled claims by their text).
-                atomic_write(self.folder / CLAIMS, _journal_head(os.stat(tmp).st_ino))
+                atomic_write(self.folder / CLAIMS, _journal_head(os.stat(tmp)))
                 os.replace(tmp, qpath)
                 saved = self._save_carried(carried)
                 if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
@@ -1347,21 +1350,23 @@ class FileStore:
         return meta, carried.seen, buckets + rechecks
 
 
-def _journal_head(queue_ino: int) -> str:
+def _journal_head(queue: os.stat_result) -> str:
     """The first lines of a journal written with the queue.txt it describes (at a fold or a
-    rebuild): the inode says which file, so a process that finds both replaced can tell the
-    crawler's pair from a queue.txt replaced by hand after it."""
-    return f"{HEADERS[CLAIMS]}# queue.txt inode {queue_ino}\n"
+    rebuild): its inode and size, so a process that finds both replaced can tell the crawler's
+    pair from a queue.txt replaced, or cut, by hand after it."""
+    return f"{HEADERS[CLAIMS]}# queue.txt inode {queue.st_ino} size {queue.st_size}\n"
 
 
-def _journal_for(folder: Path, queue_ino: int) -> bool:
-    """Was the journal written for the queue.txt of this inode (``_journal_head``)?"""
+def _journal_for(folder: Path, queue_ino: int) -> int | None:
+    """The size the journal says its queue.txt had when written, if it was written for the
+    queue.txt of this inode (``_journal_head``); None if not."""
     try:
         with open(folder / CLAIMS, "rb") as f:
             head = f.read(256)
     except FileNotFoundError:
-        return False
-    return f"\n# queue.txt inode {queue_ino}\n".encode() in head
+        return None
+    m = re.search(rb"\n# queue\.txt inode (\d+) size (\d+)\n", head)
+    return int(m.group(2)) if m and int(m.group(1)) == queue_ino else None
 
 
 def _warn(text: str) -> None:
