@@ -25,6 +25,13 @@ happened. The kills of a run follow a plan drawn at random:
   replacement): at a random instant, the moment it holds the claim lock, or the moment its line
   for the page it fetched lands in crawled.txt (inside the settle step, before the journal record
   that closes the claim); then maybe the whole group too;
+- ``edit``: hand edits of queue.txt while the crawl runs (README, Guarantees, "Hand edits during a
+  run"), one to three of --edit-modes at random instants once pages flow: ``append`` a URL of the
+  site without its newline (``printf URL >> queue.txt``), ``truncate`` (``: > queue.txt``), ``rm``,
+  ``sed`` (``sed -i``: a new file with the same lines). After each edit that takes a file away the
+  soak waits (up to 5 s) for the crawl's one warning line that it rebuilt queue.txt; then the
+  whole group is killed, or (half the time) the run goes on to its end. The round's invariants
+  below must hold as after kills: nothing lost, no URL twice;
 - ``pause``: not a kill but Ctrl-C (SIGINT to the group) once pages flow: the crawl stops cleanly
   (exit 130), the files at rest are checked, ``frontier.view`` must be there, and the next run
   resumes from it (the saved view, not the files), so later kills hit a run that loaded it.
@@ -81,8 +88,10 @@ from spider.records import is_data, parse_queue_line  # noqa: E402
 NAME = "soak"
 STATE_FILES = ("queue.txt", "claims.txt", "crawled.txt", "failed.txt", "rejected.txt", "hosts.txt",
                "fetch.log")
-PLANS = ["startup", "early", "random", "lock", "worker", "pause"]
+PLANS = ["startup", "early", "random", "lock", "worker", "pause", "edit"]
 WORKER_MODES = ["random", "at-lock", "at-record"]
+EDIT_MODES = ["append", "truncate", "rm", "sed"]
+REBUILT = "while the crawl ran: rebuilt"   # the crawl's warning after queue.txt was taken away
 TEMP_PATTERN = re.compile(r"(^\..*\.tmp$)|(\.patch$)")
 
 
@@ -147,11 +156,21 @@ def data_lines(path: Path) -> List[str]:
     return [x for x in lines_of(path) if is_data(x)]
 
 
-def check_files(folder: Path, at_rest: bool) -> List[str]:
-    """Problems with the state files. ``at_rest``: the last run stopped cleanly."""
+def queued_lines(folder: Path, typed: Set[str]) -> List[str]:
+    """The data lines of queue.txt, without bare lines of URLs the edit plan typed."""
+    return [x for x in data_lines(folder / "queue.txt") if x not in typed]
+
+
+def check_files(folder: Path, at_rest: bool, typed: Set[str] = frozenset()) -> List[str]:
+    """Problems with the state files. ``at_rest``: the last run stopped cleanly. ``typed``: URLs
+    the edit plan appended to queue.txt without their newline: a last line that is one of them is
+    not a torn write of the crawl's, and a bare line of one left in queue.txt is a person's line
+    (typed after the crawl's last look: the next start takes it, or drops it if crawled)."""
     bad: List[str] = []
     for name in STATE_FILES:
         p = folder / name
+        if name == "queue.txt" and p.exists() and any(p.read_bytes().endswith(t.encode()) for t in typed):
+            continue
         if p.exists() and p.stat().st_size and not p.read_bytes().endswith(b"\n"):
             bad.append(f"{name}: last line torn: {p.read_bytes()[-80:]!r}")
     crawled = [x.split("\t", 1)[0] for x in data_lines(folder / "crawled.txt")]
@@ -170,7 +189,7 @@ def check_files(folder: Path, at_rest: bool) -> List[str]:
                            f"{line[:120]!r}")
                 break
     queue: List[str] = []
-    for line in data_lines(folder / "queue.txt"):
+    for line in queued_lines(folder, typed):
         try:
             queue.append(parse_queue_line(line).url)
         except ValueError as e:
@@ -267,6 +286,8 @@ class Stats:
     lock_seen: int = 0          # kills sent while /proc/locks showed the claim lock held
     mid_rewrite: int = 0        # kills that left a temp file of an atomic rewrite behind
     pauses: int = 0             # clean stops by Ctrl-C (the next run resumes from frontier.view)
+    edits: Counter = field(default_factory=Counter)   # hand edits of queue.txt during a run, by mode
+    rebuilt: int = 0            # ... that the crawl noticed and rebuilt queue.txt after (its warning)
     runs: int = 0
     rounds: int = 0
     refetches: int = 0
@@ -289,6 +310,8 @@ class Soak:
         self.t0 = time.monotonic()
         self.env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
         self.env["NO_PROXY"] = "*"
+        self.log = base / "run-000.stderr"   # the stderr of the run going on
+        self.typed: Set[str] = set()   # URLs the edit plan appended to queue.txt without a newline
 
     def left(self) -> float:
         return self.a.max_seconds - (time.monotonic() - self.t0)
@@ -307,6 +330,7 @@ class Soak:
         folder = projects / NAME
         log = self.base / f"run-{rno:03d}.stderr"
         fetch0, tmp0, ino0 = size(folder / "fetch.log"), temp_files(folder), ino(folder / "settings.txt")
+        self.log = log
         with open(log, "w") as err:
             proc = subprocess.Popen(self.cmd(projects, with_url), stdout=subprocess.DEVNULL, stderr=err,
                                     cwd=str(ROOT), env=self.env, start_new_session=True)
@@ -346,7 +370,7 @@ class Soak:
             self.s.by_phase[phase] += 1
             if temp_files(folder) - tmp0:
                 self.s.mid_rewrite += 1
-            for problem in check_files(folder, at_rest=False) if folder.exists() else []:
+            for problem in check_files(folder, at_rest=False, typed=self.typed) if folder.exists() else []:
                 self.violation(f"after kill {self.s.kills} (run {rno}, {plan}, {phase}): {problem}")
             return None, stderr
         return proc.returncode, stderr
@@ -451,6 +475,17 @@ class Soak:
                 os.killpg(proc.pid, signal.SIGINT)   # what Ctrl-C on a terminal sends
                 self.s.pauses += 1
             return False, False
+        elif plan == "edit":
+            if not started(3.0):
+                return False, False
+            for _ in range(rng.randint(1, 3)):
+                time.sleep(rng.uniform(0.05, 0.6))
+                if proc.poll() is not None:
+                    break
+                self.hand_edit(rng.choice(self.a.edit_modes), folder / "queue.txt", proc)
+            if rng.random() < 0.5 or self.s.kills >= self.a.kills:
+                return False, False   # let this run go on to its end
+            time.sleep(rng.uniform(0.1, 1.0))
         elif plan == "worker":
             if not started(3.0):
                 return False, False
@@ -485,11 +520,47 @@ class Soak:
             return True, False
         return False, False
 
+    def hand_edit(self, how: str, queue: Path, proc: subprocess.Popen) -> None:
+        """One hand edit of queue.txt under the running crawl, as a person makes it; an edit that
+        takes lines away is followed by a wait for the crawl to say it rebuilt the file (a kill
+        in between would lose what the edit took: the crawl had no time to put it back)."""
+        before = self.log.read_text(errors="replace").count(REBUILT)
+        if how == "append":   # printf 'URL' >> queue.txt: a page of the site, no newline
+            url = self.site.url(self.rng.choice(sorted(self.site.pages)))
+            with open(queue, "a+b") as f:   # (a line this plan typed before and the crawl has not
+                f.seek(0, os.SEEK_END)      # ended yet is ended first, as a person would see to)
+                end = f.tell()
+                f.seek(max(0, end - 1))
+                lead = b"\n" if end and f.read(1) != b"\n" else b""
+                f.write(lead + url.encode())
+            self.typed.add(url)
+        elif how == "truncate":
+            with open(queue, "w"):
+                pass
+        elif how == "rm":
+            try:
+                queue.unlink()
+            except FileNotFoundError:
+                pass
+        else:
+            subprocess.run(["sed", "-i", "s/x/x/", str(queue)], check=False, stderr=subprocess.DEVNULL)
+        self.s.edits[how] += 1
+        if how == "append":
+            return
+        end = time.monotonic() + 5.0
+        while time.monotonic() < end and proc.poll() is None:
+            if self.log.read_text(errors="replace").count(REBUILT) > before:
+                self.s.rebuilt += 1
+                return
+            time.sleep(0.01)
+
     def plan(self, first: bool) -> str:
         """The first run of a project gets more start-up kills (settings saved, seeds not yet
         queued); later runs more kills mid-crawl."""
-        weights = ({"startup": 0.3, "early": 0.2, "random": 0.3, "lock": 0.1, "worker": 0.1, "pause": 0.05} if first else
-                   {"startup": 0.1, "early": 0.15, "random": 0.25, "lock": 0.2, "worker": 0.2, "pause": 0.15})
+        weights = ({"startup": 0.3, "early": 0.2, "random": 0.3, "lock": 0.1, "worker": 0.1, "pause": 0.05,
+                    "edit": 0.1} if first else
+                   {"startup": 0.1, "early": 0.15, "random": 0.25, "lock": 0.2, "worker": 0.2, "pause": 0.15,
+                    "edit": 0.2})
         weights = {k: v for k, v in weights.items() if k in self.a.plans} or {self.a.plans[0]: 1.0}
         return self.rng.choices(list(weights), list(weights.values()))[0]
 
@@ -497,6 +568,7 @@ class Soak:
         """One project from its first run to a run that exits 0; returns the next run number."""
         self.s.rounds += 1
         self.round_group_kills = self.round_worker_kills = 0
+        self.typed = set()
         projects = self.base / f"round-{self.s.rounds:02d}"
         projects.mkdir()
         folder = projects / NAME
@@ -520,7 +592,7 @@ class Soak:
             for line in stderr.splitlines():
                 if "Traceback" in line or line.startswith("Error:"):
                     self.violation(f"run {rno - 1} ({plan}): {line.strip()[:200]}")
-                if line.startswith("warning:") and "--ignore-robots" not in line:
+                if line.startswith("warning:") and "--ignore-robots" not in line and REBUILT not in line:
                     warnings.append(line.strip())
             if code is None:
                 with_url = False
@@ -528,7 +600,7 @@ class Soak:
             if code == 0:
                 break
             if plan == "pause" and code == 130:   # stopped cleanly by Ctrl-C: resume it
-                for problem in check_files(folder, at_rest=True):
+                for problem in check_files(folder, at_rest=True, typed=self.typed):
                     self.violation(f"after Ctrl-C (run {rno - 1}): {problem}")
                 if not (folder / "frontier.view").exists():
                     self.violation(f"after Ctrl-C (run {rno - 1}): the clean stop saved no frontier.view")
@@ -549,7 +621,7 @@ class Soak:
 
     def verify_round(self, folder: Path, seconds: float) -> None:
         site, a = self.site, self.a
-        for problem in check_files(folder, at_rest=True):
+        for problem in check_files(folder, at_rest=True, typed=self.typed):
             self.violation(f"round {self.s.rounds}: {problem}")
         crawled = {x.split("\t", 1)[0] for x in data_lines(folder / "crawled.txt")}
         failed = {x.split("\t", 1)[0] for x in data_lines(folder / "failed.txt")}
@@ -569,7 +641,7 @@ class Soak:
                            f"{sorted(miss)[:3]}, {len(extra)} extra {sorted(extra)[:3]}")
         if failed != site.failed_urls:
             self.violation(f"round {self.s.rounds}: failed set wrong: {sorted(failed ^ site.failed_urls)[:3]}")
-        if data_lines(folder / "queue.txt"):
+        if queued_lines(folder, self.typed):
             self.violation(f"round {self.s.rounds}: queue.txt not empty after exit 0")
         rejected = data_lines(folder / "rejected.txt")
         if rejected:
@@ -621,6 +693,8 @@ def main() -> int:
                     help=f"kill plans to draw from (default {','.join(PLANS)})")
     ap.add_argument("--worker-modes", type=lambda v: v.split(","), default=WORKER_MODES,
                     help=f"how single workers are picked (default {','.join(WORKER_MODES)})")
+    ap.add_argument("--edit-modes", type=lambda v: v.split(","), default=EDIT_MODES,
+                    help=f"hand edits of queue.txt the edit plan makes (default {','.join(EDIT_MODES)})")
     ap.add_argument("--run-timeout", type=float, default=120.0)
     ap.add_argument("--max-seconds", type=float, default=600.0, help="bound for the whole soak")
     ap.add_argument("--out", type=Path, default=None, help="folder for projects and logs (default: a temp dir)")
@@ -629,6 +703,9 @@ def main() -> int:
     for name in a.plans:
         if name not in PLANS:
             ap.error(f"unknown plan {name!r}; choose from {','.join(PLANS)}")
+    for name in a.edit_modes:
+        if name not in EDIT_MODES:
+            ap.error(f"unknown edit mode {name!r}; choose from {','.join(EDIT_MODES)}")
     for name in a.worker_modes:
         if name not in WORKER_MODES:
             ap.error(f"unknown worker mode {name!r}; choose from {','.join(WORKER_MODES)}")
@@ -668,6 +745,8 @@ def main() -> int:
           f"workers x kills {a.workers * s.kills}); max refetch of one URL {s.max_refetch} "
           f"({s.max_refetch_url}); robots.txt requests {s.robots_requests}")
     print(f"pauses       {s.pauses} clean stops by Ctrl-C, each resumed from frontier.view")
+    print("hand edits   " + (", ".join(f"{k} {v}" for k, v in sorted(s.edits.items())) or "none")
+          + f" of queue.txt during a run; {s.rebuilt} rebuilds said by the crawl")
     if s.rerun_with_url:
         print(f"note         {s.rerun_with_url} first run(s) killed before settings.txt existed: rerun with URL")
     print(f"violations   {len(s.violations)}")
@@ -678,7 +757,8 @@ def main() -> int:
                    refetches_per_kill=round(per_kill, 3), max_refetch_one_url=s.max_refetch,
                    readme_bound=s.bound_readme, robots_requests=s.robots_requests,
                    by_plan=dict(s.by_plan), by_phase=dict(s.by_phase), lock_seen=s.lock_seen,
-                   mid_rewrite=s.mid_rewrite, leftover_temp=s.leftover_temp, pauses=s.pauses, rerun_with_url=s.rerun_with_url,
+                   mid_rewrite=s.mid_rewrite, leftover_temp=s.leftover_temp, pauses=s.pauses,
+                   edits=dict(s.edits), rebuilt=s.rebuilt, rerun_with_url=s.rerun_with_url,
                    violations=len(s.violations), seed=a.seed, pages=len(site.pages), workers=a.workers)
     print(json.dumps(summary, sort_keys=True))
     if s.violations or a.keep:

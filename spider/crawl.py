@@ -203,6 +203,7 @@ class Crawl:
         self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
         store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
                           order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds).open()
+        store.warn = self._warn   # a hand edit of queue.txt while running, said by whichever process saw it
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
         store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in cfg.seeds)
@@ -456,6 +457,11 @@ class Crawl:
             self.out.flush()
         else:
             self._say(f"{utc_stamp()} {text}")
+
+    def _warn(self, text: str) -> None:
+        if self.tty:
+            self.out.write("\r\x1b[K")   # not glued to the status line
+        self._say(f"warning: {text}")
 
     def _say(self, text: str) -> None:
         self.out.write(text + "\n")

@@ -43,22 +43,24 @@ import heapq
 import math
 import os
 import re
+import sys
+import time
 from array import array
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Container, Iterable, Iterator
 
 from .. import safefs
 from ..safefs import append_text, atomic_write, atomic_write_with   # the store's names for them
 from .contract import Claim, ClaimResult, Counts, StoreError, claim_limit, delayed_wait
 from ..records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
-                      first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
+                      data_fields, first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
 from ..politeness import HostState, parse_host_line
 from ..order import Frontier, Order
 from ..patterns import compile_pattern
 from .seen import SeenSet
 from . import view as views
-from ..urls import host_key
+from ..urls import host_key, normalize
 
 HASHES, DUPLICATES, CHECKS = "hashes.txt", "duplicates.txt", "checks.txt"
 QUEUE, CLAIMS, CRAWLED, FAILED, REJECTED, HOSTS = ("queue.txt", "claims.txt", "crawled.txt",
@@ -67,6 +69,7 @@ HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
            REJECTED: REJECTED_HEADER, HASHES: "# text_hash\tfirst_url\n",
            DUPLICATES: "# url\tkind\tof_url\n", HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 READ_CHUNK = 1 << 20
+FAR_AHEAD = 366 * 86400.0   # no wait the crawler sets is this long: a later time is a typo
 VIEW = "frontier.view"   # a saved view of the frontier (spider/frontier/view.py): a cache, safe to delete
 BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
 LOGS = {"crawled": CRAWLED, "failed": FAILED, "rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log",
@@ -138,6 +141,13 @@ class _File:
         self.pos = 0
         return True
 
+    def replaced(self) -> bool:
+        """Is the file at our path another one than we hold open (or gone)?"""
+        try:
+            return os.stat(self.path).st_ino != self.ino
+        except FileNotFoundError:
+            return True
+
     def read_chunks(self) -> Iterator[tuple[int, bytes]]:
         """Whole lines appended since the last call, as (offset, bytes) chunks of about 1 MB.
 
@@ -175,10 +185,18 @@ class _File:
         return os.pread(self.fd, limit, offset)
 
     def append(self, text: str) -> int:
-        """Append whole lines; returns the offset they start at."""
+        """Append whole lines; returns the offset they start at.
+
+        Our lines start on a line of their own: a last line without its newline (typed by hand
+        with ``printf ... >>`` while the crawl runs) is ended first, or our first line would be
+        glued to it and both lost. The caller holds the frontier lock, so no other process of
+        the crawl appends between the look at the last byte and the write."""
         assert self.fd is not None
         offset = os.fstat(self.fd).st_size
-        safefs.write_whole(self.fd, text.encode("utf-8"), self.path)
+        data = text.encode("utf-8")
+        if offset and os.pread(self.fd, 1, offset - 1) != b"\n":
+            data, offset = b"\n" + data, offset + 1
+        safefs.write_whole(self.fd, data, self.path)
         return offset
 
     def close(self) -> None:
@@ -213,6 +231,7 @@ class FileStore:
         self.from_view = False   # did open() load frontier.view instead of reading the files?
         self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
         self._over_budget = SeenSet()
+        self.warn: Callable[[str], None] = _warn   # says what the store did about a hand edit
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
         self._reset_view()
@@ -237,6 +256,9 @@ class FileStore:
         self._rechecks = Frontier(self.order.lifo)   # the recheck lines among them, again: what
         # may still be claimed once --max-pages is reached (a check completes no new URL)
         self._held = 0   # pending lines a discovery run leaves alone (``only``)
+        # Lines appended during the run that are refused when claimed: offset -> reason (""
+        # for a hand-written line of a URL already known: dropped silently, as start-up does).
+        self._refuse: dict[int, str] = {}
         self._delayed: list[tuple[float, int, str, int, bool]] = []   # retries not yet due: (time, off, host, score, recheck)
         self._crawled = 0
         self._hops = 0
@@ -297,22 +319,49 @@ class FileStore:
                     self._base.crawled += 1
 
     def _sync(self) -> None:
-        """Catch up with what other processes appended (caller holds the lock)."""
+        """Catch up with what other processes appended (caller holds the lock).
+
+        A queue.txt removed, replaced or cut by hand is rebuilt first (``_rebuild``). A pair
+        replaced during the run (a rebuild, by any process) is read from the start; the pages
+        done are then counted from crawled.txt and failed.txt, not from journal records: a
+        process may have missed a whole journal (two edits in a row), and a journal copied by
+        hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
+        running = self._queue.fd is not None and self._claims.fd is not None
+        if running:
+            edit = self._queue_edit()
+            if edit:
+                self._rebuild(edit)
         if self._queue.reopen_if_replaced() | self._claims.reopen_if_replaced():
             self._queue.pos = 0
             self._claims.pos = 0
-            keep = (self._crawled, self._hops, self._failed)
+            keep = (self._crawled, self._hops, self._failed, self._refused, self._rechecked)
             self._reset_view()
             self._load_hosts()
-            self._crawled, self._hops, self._failed = keep
-        self._read_queue()
+            self._crawled, self._hops, self._failed, self._refused, self._rechecked = keep
+            self._read_queue(judge=False)   # every line of it was judged when first read
+            if running:
+                self._recount()
+            self._read_journal(count=not running)
+        else:
+            self._read_queue()
+            self._read_journal()
+
+    def _recount(self) -> None:
+        """The pages done, from crawled.txt and failed.txt (the journal's records that settled
+        them are in the files already: the outcome line is written first, under the lock)."""
+        self._base = Counts()
+        for name in (CRAWLED, FAILED):
+            self._take_outcomes(name, 0)
+        self._crawled = self._hops = self._failed = 0
+
+    def _read_journal(self, count: bool = True) -> None:
         for _off, _end, line in self._claims.read_new():
             try:
-                self._apply(line)
+                self._apply(line, count)
             except (ValueError, IndexError):
                 continue   # not a journal record (a hand edit); recovery ignores it as well
 
-    def _read_queue(self) -> None:
+    def _read_queue(self, judge: bool = True) -> None:
         """Take in the lines appended to queue.txt since the last look (ours included).
 
         This is most of a resume's start-up (a million pending lines are read once), so it works
@@ -337,15 +386,135 @@ class FileStore:
                     if track:
                         fields = line.split("\t", 4)   # split once: dedup and the index both use it
                         url = fields[0].strip()
-                        if seen_add(url) and counting:
-                            h = host_key(url)
-                            admitted[h] = admitted.get(h, 0) + 1
+                        hand = len(fields) < 5   # not the crawler's shape: written by a person
+                        if hand:
+                            url = _normal(url)
+                        if seen_add(url):
+                            if counting:
+                                h = host_key(url)
+                                admitted[h] = admitted.get(h, 0) + 1
+                        elif hand and judge and off >= cursor:
+                            # Added by hand while running, of a URL queued, crawled or failed
+                            # already: dropped (start-up drops it too), never fetched twice.
+                            self._refuse[off] = ""
+                            self._frontier.push("", BAD_LINE_SCORE, off)
+                            off = end
+                            continue
                         if off >= cursor:
                             index(off, fields, url)
                 elif off >= self._cursor:
                     self._consume(off, end, False)   # blank and # lines: nothing to claim, every process agrees
                     cursor = self._cursor
                 off = end
+
+    # -- queue.txt changed by hand under the running crawl --------------------------------------------
+    def _queue_edit(self) -> str | None:
+        """How queue.txt was changed by something other than the crawler, if it was: ``removed``
+        (rm), ``replaced`` (sed -i, an editor: a new file) or ``cut`` (truncated, or rewritten
+        in place: shorter than what we read, or no newline where our last line ended). A new
+        queue.txt whose journal names its inode (``_journal_head``) is a fold or another
+        process's rebuild: the pair agrees, nothing to do."""
+        q = self._queue
+        try:
+            st = os.stat(q.path)
+        except FileNotFoundError:
+            return "removed"
+        if st.st_ino != q.ino:
+            size = _journal_for(self.folder, st.st_ino)
+            if size is None:
+                return "replaced"
+            return "cut" if st.st_size < size else None   # cut after the crawler wrote it
+        if st.st_size < q.pos or (q.pos and q.read_at(q.pos - 1, 1) != b"\n"):
+            return "cut"
+        if self._claims.replaced() and _journal_for(self.folder, st.st_ino) is None:
+            return "journal"   # claims.txt removed or replaced by hand: our view of it still holds
+        return None
+
+    def _rebuild(self, edit: str) -> None:
+        """Write queue.txt anew after a hand edit under the running crawl (lock held): nothing
+        pending is lost, nothing done is queued again, the counts stay right.
+
+        What is known: the claims in flight (the journal), what was pending in the old file (a
+        removed or replaced file is still readable through our descriptor: its unclaimed lines),
+        and the lines of the file as it is now (a person's edit; copies of claimed lines and
+        lines of pages crawled or failed are dropped). A file cut in place is gone: its pending
+        URLs are found again from links.txt (every link of a crawled page that is not crawled,
+        failed or refused) and the seeds. The new queue.txt holds the claims in flight first,
+        claimed again in a new journal, so every process takes the pair in as after a fold."""
+        q = self._queue
+        # The old file through our descriptor: cut as well (truncated, then replaced or removed
+        # before anyone looked)? Then only links.txt and the seeds tell what was pending.
+        intact = edit != "cut" and os.fstat(q.fd).st_size >= q.pos and \
+            (not q.pos or q.read_at(q.pos - 1, 1) == b"\n")   # type: ignore[arg-type]
+        self._read_journal()
+        if edit != "journal" and self._claims.replaced():
+            # Another process rebuilt (or folded) the pair, and the queue.txt it wrote was changed
+            # by hand before we looked: our view of the queue is of an older file. Take the
+            # journal in as it is now (claims in flight, pages done), and rebuild as for a cut.
+            self._claims.reopen_if_replaced()
+            self._inflight, intact = {}, False
+            self._read_journal()
+        if intact:
+            self._read_queue()   # lines appended before the edit
+        done = _outcome_urls(self.folder)
+        consumed: dict[str, int] = {}   # claimed lines of the old file, by text
+        pending: list[str] = []          # its unclaimed lines
+        if intact:
+            for off, line in _lines_of(self._queue.fd, 0):   # type: ignore[arg-type]
+                if not is_data(line):
+                    continue
+                if off < self._cursor or off in self._ahead:
+                    consumed[line] = consumed.get(line, 0) + 1
+                elif off not in self._refuse:
+                    pending.append(line)
+        inflight = {url: qline for url, (_, qline) in self._inflight.items()}
+        lines: list[str] = [q + "\n" for q in inflight.values()]
+        keys: set[tuple[str, bool]] = set()
+
+        def put(line: str, edited: bool) -> None:
+            line = line if line.endswith("\n") else line + "\n"
+            fields = line.rstrip("\n").split("\t")
+            url = _normal(fields[0].strip())
+            recheck = len(fields) > 5 and fields[5].strip() == "recheck"
+            if edited and consumed.get(line, 0):
+                consumed[line] -= 1   # a copy of a line claimed already (sed -i copies them all)
+            elif (url, recheck) not in keys and url not in inflight and (recheck or url not in done):
+                keys.add((url, recheck))   # (a page crawled meanwhile has a line left only if
+                lines.append(line)          # it was a hand-written copy: dropped, as at start-up)
+
+        if edit != "removed":
+            with open(self._queue.path, "rb") as f:
+                for off, line in _lines_of(f.fileno(), 0):
+                    if is_data(line):
+                        put(line, True)
+        for line in pending:
+            put(line, False)
+        if not intact:
+            for line in _linked_pending(self.folder, done, self._seeds):
+                put(line, True)
+        records, w = [], len(QUEUE_HEADER.encode())
+        for (url, qline), line in zip(inflight.items(), lines):
+            host = host_key(url)
+            nxt = self._host_next.get(host, 0.0)
+            records.append(f"C\t{w}\t{w + len(line.encode('utf-8'))}\t{self._inflight[url][0]}\t"
+                           f"{f'{nxt:.3f}' if nxt else '0'}\t{qline}\n")
+            w += len(line.encode("utf-8"))
+        write_hosts(self.folder, {h: self.host_state(h) for h in set(self._host_state) | set(self._host_next)})
+        tmp = q.path.with_name(f".{QUEUE}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            f.write((QUEUE_HEADER + "".join(lines)).encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+            st = os.fstat(f.fileno())
+        atomic_write(self.folder / CLAIMS, _journal_head(st) + "".join(records))   # first, as at a fold
+        os.replace(tmp, q.path)
+        self._view_ino = None   # the saved view describes no file any more
+        how = {"removed": "queue.txt was removed", "replaced": "queue.txt was replaced (sed -i?)",
+               "cut": "queue.txt was truncated or rewritten in place",
+               "journal": "claims.txt was removed or replaced"}[edit]
+        whence = "" if intact else " (found again from links.txt and the seeds; lines added by hand are lost)"
+        self.warn(f"{how} while the crawl ran: rebuilt queue.txt with {len(lines) - len(inflight)} "
+                  f"pending URL(s){whence} and {len(inflight)} in flight; edit it only while no crawl runs")
 
     def _skip_not_data(self, base: int, data: bytes) -> int:
         """Consume the blank and comment lines of an ASCII chunk of whole lines; returns how many.
@@ -362,7 +531,7 @@ class FileStore:
                     self._consume(base + st, base + end, False)
         return skipped
 
-    def _apply(self, record: str) -> None:
+    def _apply(self, record: str, count: bool = True) -> None:
         kind = record[:1]
         if kind in ("C", "D", "S", "H"):
             self._records += 1
@@ -378,7 +547,9 @@ class FileStore:
         elif kind == "D":
             _, what, url = record.rstrip("\n").split("\t", 2)
             self._inflight.pop(url, None)
-            if what == "crawled":
+            if not count and what in ("crawled", "failed", "hop"):
+                pass   # counted from the files (``_recount``)
+            elif what == "crawled":
                 self._crawled += 1
             elif what == "failed":
                 self._failed += 1
@@ -430,7 +601,7 @@ class FileStore:
         for owner, _ in self._inflight.values():
             by_owner[owner] = by_owner.get(owner, 0) + 1
         return Counts(
-            pending=self._lines - self._consumed,
+            pending=max(0, self._lines - self._consumed),   # never shown negative, whatever an edit did
             in_flight=len(self._inflight),
             crawled=self._base.crawled + self._crawled,
             hops=self._base.hops + self._hops,
@@ -464,6 +635,8 @@ class FileStore:
         with self.lock:
             self._sync()
             c = self.counts()
+            if c.pending == self._held and not c.in_flight and self._end_typed_line():
+                c = self.counts()   # the crawl would end here: take a line typed without its newline
             room = claim_limit(limit, self.max_pages, c)   # new URLs --max-pages still allows
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
@@ -485,6 +658,12 @@ class FileStore:
                 if host is None:
                     break
                 line, end = self._line_at(off)
+                why = self._refuse.pop(off, None)
+                if why is not None:   # refused when read (see _read_queue, _index)
+                    if why:
+                        append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {why}"))
+                    self._journal([f"S\t{off}\t{end}\t1\n"])
+                    continue
                 if not is_data(line):
                     self._journal([f"S\t{off}\t{end}\t0\n"])
                     continue
@@ -523,6 +702,20 @@ class FileStore:
             used_up = room == 0 and not taken and wait is None
             return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, used_up)
 
+    def _end_typed_line(self) -> bool:
+        """A last queue line without its newline (``printf URL >> queue.txt`` while the crawl
+        runs) waits until the crawler appends a line after it (``_File.append`` ends it first),
+        or, if nothing else is left to do, is ended here so this run takes it (caller holds the
+        lock, synced). True when there was one."""
+        q = self._queue
+        assert q.fd is not None
+        size = os.fstat(q.fd).st_size
+        if size <= q.pos or q.read_at(size - 1, 1) == b"\n":
+            return False
+        _write_all(q.fd, b"\n")
+        self._read_queue()
+        return True
+
     def has_rechecks(self) -> bool:
         """Is a recheck pending? Rechecks may still be claimed once --max-pages is reached."""
         return len(self._rechecks) > 0 or any(d[4] for d in self._delayed)
@@ -549,6 +742,9 @@ class FileStore:
             self._held += 1   # left pending for the fetch run
             return
         recheck = len(fields) > 4 and fields[4].rstrip("\r\n").endswith("\trecheck")
+        if not_before and not_before > time.time() + FAR_AHEAD:   # a typo (ms?) would hold the crawl for ever
+            self._refuse[off] = "not_before is more than a year ahead"
+            host, score, not_before = "", BAD_LINE_SCORE, 0.0
         if not_before > 0 and math.isfinite(not_before):
             heapq.heappush(self._delayed, (not_before, off, host, score, recheck))
         else:
@@ -662,7 +858,9 @@ class FileStore:
         with self.lock:
             self._sync()
             if record is not None:   # crawled.txt, failed.txt and rejected.txt stay open too
-                self._log({"failed": "failed", "rejected": "rejected"}.get(kind, "crawled"), record)
+                name = {"failed": "failed", "rejected": "rejected"}.get(kind, "crawled")
+                _end_last_line(self.folder / LOGS[name])
+                self._log(name, record)
             if requeue is not None:
                 self._queue.append(requeue.line())
                 self._read_queue()
@@ -767,23 +965,32 @@ class FileStore:
         """
         def go() -> bool:
             with self.lock:
-                self._sync()
-                if self._inflight:
-                    return False
                 qpath = self.folder / QUEUE
                 tmp = qpath.with_name(f".{QUEUE}.{os.getpid()}.tmp")
-                fd = safefs.new_temp(tmp)
-                try:
-                    moves, partial = self._write_unclaimed(fd)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                for _ in range(10):   # queue.txt cut or replaced by hand while being copied: again
+                    self._sync()
+                    if self._inflight:
+                        return False
+                    fd = safefs.new_temp(tmp)
+                    try:
+                        moves, partial = self._write_unclaimed(fd)
+                        os.fsync(fd)
+                    except _Shrunk:
+                        continue
+                    finally:
+                        os.close(fd)
+                    if not self._queue_edit():
+                        break
+                else:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+                    return False   # edited all the time: the next start reads the files
                 carried = None if partial else self._carry_view(moves)
                 write_hosts(self.folder, {h: self.host_state(h) for h in
                                           set(self._host_state) | set(self._host_next)})
                 # The journal goes first: one must never describe a queue.txt it was not written
                 # for (recovery drops the lines of settled claims by their text).
-                atomic_write(self.folder / CLAIMS, HEADERS[CLAIMS])
+                atomic_write(self.folder / CLAIMS, _journal_head(os.stat(tmp)))
                 os.replace(tmp, qpath)
                 saved = self._save_carried(carried)
                 if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
@@ -1025,6 +1232,109 @@ class FileStore:
         return meta, carried.seen, buckets + rechecks
 
 
+def _journal_head(queue: os.stat_result) -> str:
+    """The first lines of a journal written with the queue.txt it describes (at a fold or a
+    rebuild): its inode and size, so a process that finds both replaced can tell the crawler's
+    pair from a queue.txt replaced, or cut, by hand after it."""
+    return f"{HEADERS[CLAIMS]}# queue.txt inode {queue.st_ino} size {queue.st_size}\n"
+
+
+def _journal_for(folder: Path, queue_ino: int) -> int | None:
+    """The size the journal says its queue.txt had when written, if it was written for the
+    queue.txt of this inode (``_journal_head``); None if not."""
+    try:
+        with open(folder / CLAIMS, "rb") as f:
+            head = f.read(256)
+    except FileNotFoundError:
+        return None
+    m = re.search(rb"\n# queue\.txt inode (\d+) size (\d+)\n", head)
+    return int(m.group(2)) if m and int(m.group(1)) == queue_ino else None
+
+
+def _warn(text: str) -> None:
+    """A warning from a process of the crawl: one line on stderr (the crawl's terminal)."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"warning: {text}\n")
+        sys.stderr.flush()
+
+
+def _end_last_line(path: Path) -> None:
+    """End a last line left without its newline (a hand edit while the crawl runs), so the
+    record we append next is not glued to it; the caller holds the frontier lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        if not size or os.pread(fd, 1, size - 1) == b"\n":
+            return
+    finally:
+        os.close(fd)
+    append_text(path, "\n")
+
+
+def _normal(url: str) -> str:
+    """A hand-written URL as the crawler writes it (as it is, if it is not one)."""
+    try:
+        return normalize(url)
+    except ValueError:
+        return url
+
+
+def _lines_of(fd: int, start: int) -> Iterator[tuple[int, str]]:
+    """(offset, line) of a file's lines from byte ``start``, through ``fd``; the last one may lack
+    its newline."""
+    pos, carry = start, b""
+    while True:
+        data = os.pread(fd, READ_CHUNK, pos + len(carry))
+        if not data:
+            break
+        data = carry + data
+        parts = data.split(b"\n")
+        carry = parts.pop()
+        for raw in parts:
+            yield pos, raw.decode("utf-8", "replace") + "\n"
+            pos += len(raw) + 1
+    if carry:
+        yield pos, carry.decode("utf-8", "replace")
+
+
+def _outcome_urls(folder: Path) -> SeenSet:
+    """The URLs of crawled.txt and failed.txt."""
+    done = SeenSet()
+    for name in (CRAWLED, FAILED):
+        for f in data_fields(folder / name):
+            done.add(f[0].strip())
+    return done
+
+
+def _linked_pending(folder: Path, done: Container[str], seeds: Iterable[str]) -> Iterator[str]:
+    """Queue lines for the URLs a crawled page linked to (links.txt) or the seeds, that are not
+    crawled, failed or refused (rejected.txt): the pending URLs of a queue.txt lost whole."""
+    found: dict[str, str] = {s: "-" for s in seeds}
+    try:
+        with open(folder / "links.txt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.rstrip("\n").split("\t", 3)
+                if line.endswith("\n") and len(fields) == 4:
+                    for url in fields[3].split():
+                        found.setdefault(url, fields[0])
+    except FileNotFoundError:
+        pass
+    refused = {f[0].strip() for f in data_fields(folder / REJECTED)}
+    found = {u: src for u, src in found.items() if u not in done and u not in refused}
+    sources = set(found.values())
+    depth = {f[0]: int(f[4]) for f in data_fields(folder / CRAWLED)
+             if f[0] in sources and len(f) > 4 and f[4].isdigit()}
+    for url, src in found.items():
+        yield QueueEntry(url, depth[src] + 1 if src in depth else 0, 0, 0.0, src).line()
+
+
+class _Shrunk(OSError):
+    """queue.txt was cut while being copied (a hand edit under the running crawl)."""
+
+
 def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
     """Append ``count`` bytes of ``src`` from ``offset`` to ``dst``: in the kernel with
     copy_file_range, else through a 1 MB buffer."""
@@ -1040,7 +1350,7 @@ def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
     while offset < end:
         data = os.pread(src, min(end - offset, 1 << 20), offset)
         if not data:
-            raise OSError(f"queue.txt is shorter than expected at byte {offset}")
+            raise _Shrunk(f"queue.txt is shorter than expected at byte {offset}")
         _write_all(dst, data)
         offset += len(data)
 

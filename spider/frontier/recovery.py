@@ -20,8 +20,8 @@ from ..politeness import HostState, parse_host_line
 from ..records import (QUEUE_HEADER, QueueEntry, data_fields, first_field, is_data, parse_queue_line,
                        rejected_line)
 from ..urls import host_key, normalize
-from .files import (CHECKS, CLAIMS, CRAWLED, DUPLICATES, FAILED, HASHES, HEADERS, HOSTS, QUEUE, REJECTED,
-                    write_hosts)
+from .files import (CHECKS, CLAIMS, CRAWLED, DUPLICATES, FAILED, FAR_AHEAD, HASHES, HEADERS, HOSTS, QUEUE,
+                    REJECTED, write_hosts)
 from .seen import SeenSet
 
 
@@ -82,7 +82,6 @@ def _shown(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-FAR_AHEAD = 366 * 86400.0   # no wait the crawler sets is this long: a later time is a typo
 _UNIX_TIME = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
 _COUNT = re.compile(r"[0-9]{1,9}")
 _PLAIN_URL = re.compile(r"https?://[!-~]+")   # printable ASCII, no spaces: as normalize writes it
@@ -304,14 +303,14 @@ def tidy(folder: Path) -> list[str]:
 
 
 def _mend_journal_header(path: Path) -> None:
-    """A journal whose only line is a cut header (power loss at a clean stop) is rewritten whole,
+    """A journal of header lines only, the last one cut (power loss at a clean stop), is rewritten whole,
     or the first record of the run would be glued to it and lost. A cut *record* is left alone:
     recovery ignores it (the files it describes decide) and rewrites the journal."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    if data and not data.endswith(b"\n") and b"\n" not in data and data.startswith(b"#"):
+    if data and not data.endswith(b"\n") and all(x.startswith(b"#") for x in data.split(b"\n")):
         atomic_write(path, HEADERS[CLAIMS])
 
 
