@@ -228,14 +228,19 @@ class Crawl:
             code = EXIT_DONE
         else:
             code = self._supervise(store)
-        counts = store.refresh()
-        self._sample(counts)   # before the fold: it would make the census read the queue again
-        if code != EXIT_INTERRUPTED or self.interrupts < 2:
-            if store.fold():
-                write_signature(self.folder, cfg.key())
-                self.stats.save_census()
-        if code != EXIT_INTERRUPTED or self.interrupts < 2:
-            recrawl.compact_schedule(self.folder)
+        # A Ctrl-C from here on only counts: the wrap-up (fold, schedule) is what a Ctrl-C asks
+        # for, so it must not be cut short by one (it left claims.txt unfolded at rest).
+        old_int = signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            counts = store.refresh()
+            self._sample(counts)   # before the fold: it would make the census read the queue again
+            if code != EXIT_INTERRUPTED or self.interrupts < 2:
+                if store.fold():
+                    write_signature(self.folder, cfg.key())
+                    self.stats.save_census()
+                recrawl.compact_schedule(self.folder)
+        finally:
+            signal.signal(signal.SIGINT, old_int)
         if code == EXIT_DONE and (self.folder / recrawl.ROUND).exists() and \
                 not any(e.kind == "recheck" for e in store.pending_entries()):
             recrawl.close_round(self.folder)   # every check of the round was made (by any command)

@@ -290,3 +290,30 @@ def test_a_worker_stopped_mid_fetch_retries_the_page_without_spending_an_attempt
     assert site.hits["/slow"] == 2
     log = (projects_dir / "z" / "fetch.log").read_text()
     assert "\tpaused\t" in log, log
+
+
+def test_a_ctrl_c_during_the_fold_does_not_cut_it_short(tmp_path: Path, site, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C asks for a clean stop, and the fold is the clean stop: one arriving while the crawl
+    folds its files must not end the run with claims.txt unfolded (seen by the soak's pauses)."""
+    import io
+
+    from spider.config import CrawlConfig
+    from spider.crawl import Crawl
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import is_clean
+
+    site.route("/", body="<html><body><a href='/a'>a</a></body></html>")
+    site.route("/a", body="<html><body>a</body></html>")
+    real = FileStore.fold
+
+    def fold(self: FileStore) -> bool:
+        os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C, delivered as the fold begins
+        return real(self)
+
+    monkeypatch.setattr(FileStore, "fold", fold)
+    config = CrawlConfig(seeds=(site.url("/"),), workers=1, delay=0.0)
+    try:
+        Crawl(tmp_path, config, seeds=config.seeds, out=io.StringIO()).run()
+    except KeyboardInterrupt:
+        pytest.fail("a Ctrl-C during the fold cut the clean stop short")
+    assert is_clean(tmp_path, config.key())   # folded: no claim left in claims.txt, the signature written
