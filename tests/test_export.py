@@ -323,6 +323,7 @@ class LineCounter:
         return len(text)
 
 
+@pytest.mark.slow
 def test_big_crawled_txt_streams(tmp_path: Path) -> None:
     n = 100_000
     p = tmp_path / "big"
