@@ -62,7 +62,7 @@ class Spider:
         self._rejected = SeenSet()
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
-        self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
+        self.robots = None if config.ignore_robots else _robots_cache(store, clock)
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -499,6 +499,13 @@ def robots_hop_ready(state: HostState, last_sent: float | None, delay: float) ->
         return state.next_allowed
     ready = last_sent + delay
     return ready if state.reason == "-" else max(ready, state.next_allowed)
+
+
+def _robots_cache(store: Store, clock: Callable[[], float]):  # type: ignore[no-untyped-def]
+    """The store's own robots.txt cache if it has one (the Redis store's, shared by all machines),
+    else the project folder's robots/ files."""
+    own = getattr(store, "robots_cache", None)
+    return own(clock) if own is not None else RobotsCache(_folder_of(store), clock)
 
 
 def _folder_of(store: Store) -> Path:
