@@ -40,15 +40,33 @@ from .config import CrawlConfig
 from .crawl import (EXIT_INTERRUPTED, RUNNING, WORKER_STORE_ERROR, Crawl, Summary,
                     _die_with_parent, order_of)
 from .frontier.contract import Claim, StoreError
-from .frontier.redisstore import RedisStore
+from .frontier.redisstore import _LUA_COMMON, RedisStore
 from .records import QueueEntry, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
 from .safefs import atomic_write
 
 SCHEMES = ("redis://", "rediss://", "unix://")
 LEASE = 60.0            # seconds a host stays leased without a sign of life from its holder
-BEAT_EVERY = 5.0        # heartbeat and lease renewal, at most this far apart (lease / 3 if shorter)
+BEAT_EVERY = 1.0        # heartbeat and lease renewal, at most this far apart (lease / 3 if shorter)
 ERRORS = "errors.log"   # in the machine's project folder: why a worker stopped
+
+# shed: ARGV 1 prefix, 2 owner, 3 how many to let go, then hosts. Ends this owner's lease of
+# those hosts that have nothing of it in flight, up to that many; returns the hosts let go.
+_SHED = _LUA_COMMON + r"""
+local out = {}
+for i = 4, #ARGV do
+  if #out >= tonumber(ARGV[3]) then break end
+  local host = ARGV[i]
+  if redis.call('HGET', hk('h', host), 'lowner') == ARGV[2] then
+    local busy = false
+    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
+      if first_field(v) == ARGV[2] then busy = true; break end
+    end
+    if not busy then end_lease(host); out[#out + 1] = host end
+  end
+end
+return out
+"""
 
 
 def check_url(url: str) -> str:
@@ -88,6 +106,7 @@ class ClusterStore(RedisStore):
         self.folder = folder
         self.done: Counter[str] = Counter()   # this worker's settles, by kind
         self.started = time.time()
+        self._shed = client.register_script(_SHED)
 
     @classmethod
     def connect(cls, url: str, name: str, folder: Path | None = None, **kw: Any) -> "ClusterStore":
@@ -172,6 +191,17 @@ class ClusterStore(RedisStore):
         alive = sum(1 for f in self.beats().values() if len(f) > 1 and now - float(f[1]) <= alive_within)
         self.max_hosts = max(1, math.ceil(hosts / max(1, alive or workers)))
 
+    def shed(self) -> list[str]:
+        """Let go of the hosts held beyond this worker's share (when a machine joins, the share
+        of the others goes down), those with nothing of it in flight, for others to take."""
+        extra = len(self._held) - (self.max_hosts or len(self._held))
+        if extra <= 0:
+            return []
+        gone = [h.decode() for h in self._do(lambda: self._shed(
+            args=[self.prefix, self._who, extra, *sorted(self._held)]))]
+        self._held -= set(gone)
+        return gone
+
     def robots_cache(self, clock: Callable[[], float]) -> "RedisRobots":
         return RedisRobots(self, clock)
 
@@ -217,8 +247,10 @@ class RedisRobots:
         if r is not None:
             return r, False
         lock, r_ = self.store.per_host("robotslock", host), self.store.r
-        end = time.monotonic() + PENDING
-        while not self.store._do(lambda: r_.set(lock, self.store._who, nx=True, px=int(PENDING * 1000))):
+        # The lock lasts as long as a host lease: a fetcher killed with it is waited for no longer.
+        hold = min(PENDING, self.store.lease_ms / 1000)
+        end = time.monotonic() + hold
+        while not self.store._do(lambda: r_.set(lock, self.store._who, nx=True, px=int(hold * 1000))):
             if time.monotonic() > end:   # its fetcher died: fetch it here
                 break
             time.sleep(0.05)
@@ -254,6 +286,7 @@ class _Lease(threading.Thread):
         self.store.renew_leases()
         self.store.beat(self.warc)
         self.store.update_share(3 * self.every)
+        self.store.shed()
 
     def run(self) -> None:
         while not self.halt.wait(self.every):
