@@ -142,9 +142,10 @@ def gaps(times: list[float]) -> list[float]:
 
 
 def busy(r: Any, name: str, m: Machine, hosts: int) -> bool:
-    """The machine has URLs in flight and every host's robots.txt is known (so a machine
-    killed now is not killed holding a robots.txt fetch, which would hold its host 30 s)."""
-    return robots_known(r, name, hosts) and bool(in_flight_of(r, name, m.owner_prefix))
+    """The machine has URLs in flight, every host's robots.txt is known and no host is held
+    for a robots.txt fetch (a machine killed in the middle of one holds its host 30 s)."""
+    return (robots_known(r, name, hosts) and bool(in_flight_of(r, name, m.owner_prefix))
+            and all(float(r.hget(k, "next") or 0) < time.time() + 5 for k in r.scan_iter(f"{name}:h:*")))
 
 
 def start_two(tmp_path: Path, name: str, server: RedisServer, sites: list[TestSite],
@@ -157,6 +158,16 @@ def start_two(tmp_path: Path, name: str, server: RedisServer, sites: list[TestSi
     b = Machine(tmp_path / "b", name, server.url, *args)
     machines.append(b)
     return a, b
+
+
+def two_busy(tmp_path: Path, name: str, server: RedisServer, make_site: Callable[..., TestSite],
+             machines: list[Machine], *args: str) -> tuple[list[TestSite], set[str], Machine, Machine]:
+    """The site, its URLs, and two machines crawling it, b with URLs in flight."""
+    sites, urls = make_sites(make_site)
+    a, b = start_two(tmp_path, name, server, sites, machines, *args)
+    r = server.client()
+    wait_for(lambda: busy(r, name, b, len(sites)), message="machine b to have URLs in flight")
+    return sites, urls, a, b
 
 
 # ---------------------------------------------------------------------------- the scenarios
@@ -210,11 +221,9 @@ def test_a_crawl_started_on_one_machine_is_joined_by_another(
 def test_a_machine_killed_mid_crawl_loses_nothing(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
         machines: list[Machine]) -> None:
-    sites, urls = make_sites(make_site)
-    r = redis_server.client()
     name = "kill"
-    a, b = start_two(tmp_path, name, redis_server, sites, machines, "--lease", "2")
-    wait_for(lambda: busy(r, name, b, len(sites)), message="machine b to have URLs in flight")
+    sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "2")
+    r = redis_server.client()
     b.signal(signal.SIGKILL)   # the whole machine: parent and workers at once
     b.proc.wait()
     lost_with_b = in_flight_of(r, name, b.owner_prefix)
@@ -228,13 +237,11 @@ def test_a_machine_killed_mid_crawl_loses_nothing(
 def test_ctrl_c_on_one_machine_stops_only_it(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
         machines: list[Machine]) -> None:
-    sites, urls = make_sites(make_site)
-    r = redis_server.client()
-    name = "ctrlc"
     # Leases of a minute: if b's claims were not given back at its clean stop, a would wait for
     # them past the test's timeout.
-    a, b = start_two(tmp_path, name, redis_server, sites, machines, "--lease", "60")
-    wait_for(lambda: busy(r, name, b, len(sites)), message="machine b to have URLs in flight")
+    name = "ctrlc"
+    sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "60")
+    r = redis_server.client()
     b.signal(signal.SIGINT)
     assert b.finish(20) == 130, b.err
     assert "interrupted" in b.err
@@ -247,11 +254,9 @@ def test_ctrl_c_on_one_machine_stops_only_it(
 def test_a_machine_paused_past_its_lease_records_nothing_twice(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
         machines: list[Machine]) -> None:
-    sites, urls = make_sites(make_site)
-    r = redis_server.client()
     name = "pause"
-    a, b = start_two(tmp_path, name, redis_server, sites, machines, "--lease", "2")
-    wait_for(lambda: busy(r, name, b, len(sites)), message="machine b to have URLs in flight")
+    sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "2")
+    r = redis_server.client()
     b.signal(signal.SIGSTOP)
     held = in_flight_of(r, name, b.owner_prefix)
     # a takes b's hosts back once the leases expire, and records what b was fetching
