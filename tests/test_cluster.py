@@ -333,3 +333,39 @@ def test_a_redis_that_goes_away_mid_crawl_is_one_error_and_loses_nothing(
     machines.append(again)
     assert again.finish() == 0, again.err
     assert recorded(server.client(), name) == Counter({u: 1 for u in urls})
+
+
+def test_a_fetch_longer_than_the_lease_keeps_its_host(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
+        machines: list[Machine]) -> None:
+    """The lease thread renews the host while a page takes longer than a lease: no other worker
+    takes the host back and fetches the page a second time."""
+    site = make_site("127.0.0.2")
+    site.route("/", body='<a href="/slow">slow</a><a href="/b">b</a>')
+    site.route("/slow", body="<p>slow</p>", delay=3.0)
+    site.route("/b", body="<p>b</p>")
+    name = "long"
+    m = Machine(tmp_path / "a", name, redis_server.url, site.url("/"), "--lease", "1", workers=3)
+    machines.append(m)
+    assert m.finish() == 0, m.err
+    assert site.hits["/slow"] == 1, site.hits
+    assert recorded(redis_server.client(), name) == Counter({site.url(p): 1 for p in ("/", "/slow", "/b")})
+
+
+def test_a_worker_that_dies_gives_its_claims_back_at_once(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
+        machines: list[Machine]) -> None:
+    """The machine's parent sees its worker die and gives its claims back (``reissue``) without
+    waiting for the lease (a minute here, longer than the test may take)."""
+    sites, urls = make_sites(make_site, hosts=2)
+    r = redis_server.client()
+    name = "onedies"
+    m = Machine(tmp_path / "a", name, redis_server.url, *(s.url("/") for s in sites), "--lease", "60")
+    machines.append(m)
+    wait_for(lambda: busy(r, name, m, len(sites)), message="URLs in flight")
+    owner = wait_for(lambda: next((v.decode().split("\t")[0] for k in r.scan_iter(f"{name}:f:*")
+                                   for v in r.hvals(k) if v.decode().startswith(m.owner_prefix)), None))
+    os.kill(int(owner.rsplit("/", 1)[1]), signal.SIGKILL)
+    assert m.finish(40) == 0, m.err
+    assert "died" in m.err
+    assert recorded(r, name) == Counter({u: 1 for u in urls})
