@@ -49,6 +49,7 @@ SCHEMES = ("redis://", "rediss://", "unix://")
 LEASE = 60.0            # seconds a host stays leased without a sign of life from its holder
 BEAT_EVERY = 1.0        # heartbeat and lease renewal, at most this far apart (lease / 3 if shorter)
 ERRORS = "errors.log"   # in the machine's project folder: why a worker stopped
+GONE_AFTER = 30.0       # a worker without a heartbeat for this long is shown as gone
 
 # shed: ARGV 1 prefix, 2 owner, 3 how many to let go, then hosts. Ends this owner's lease of
 # those hosts that have nothing of it in flight, up to that many; returns the hosts let go.
@@ -422,6 +423,7 @@ class ClusterCrawl(Crawl):
             code = 0
         else:
             code = self._supervise(store)
+            self._give_back()
         c = store.refresh()
         budget = cfg.max_pages is not None and c.completed >= cfg.max_pages and c.pending > 0
         self._finish_line(Summary(c.crawled, c.hops, c.failed, c.pending, c.rejected,
@@ -429,6 +431,12 @@ class ClusterCrawl(Crawl):
                                   "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"),
                                   c.crawled - before.crawled, c.rechecked))
         return code
+
+    def _give_back(self) -> None:
+        """Workers killed (a second Ctrl-C) or dead: their claims go back now, not at lease expiry."""
+        for p in self.children:
+            if p.pid is not None and p.exitcode not in (None, 0):
+                self.store.reissue(p.pid)
 
     def _finish_line(self, s: Summary) -> None:
         self._say_summary(s)
@@ -466,7 +474,9 @@ def status_report(store: ClusterStore) -> str:
         started, beat, pages = float(f[0]), float(f[1]), int(f[2]) + int(f[3])
         age = max(0.0, now - beat)
         m["seen"] = min(m["seen"], age)
-        if age > 3 * BEAT_EVERY + 60:   # no heartbeat for long: killed, its leases expired
+        if len(f) > 4 and f[4] != "-":
+            m["warc"].add(f[4])
+        if age > GONE_AFTER:   # no heartbeat for long: killed, its leases expired
             m["gone"] += 1
             continue
         m["workers"] += 1
@@ -474,8 +484,6 @@ def status_report(store: ClusterStore) -> str:
         m["flight"] += owners.get(who, 0)
         m["pages"] += pages
         m["rate"] += pages / (beat - started) if beat > started else 0.0
-        if len(f) > 4 and f[4] != "-":
-            m["warc"].add(f[4])
     live = {k: v for k, v in machines.items() if v["workers"]}
     out.append("")
     out.append(f"machines  {len(live)} taking part" + (f", {len(machines) - len(live)} gone" if len(machines) > len(live) else ""))
