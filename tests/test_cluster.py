@@ -84,9 +84,10 @@ def machines() -> Iterator[list[Machine]]:
             m.proc.communicate()
 
 
-def make_sites(make_site: Callable[..., TestSite], hosts: int = 4, pages: int = 30) -> tuple[list[TestSite], set[str]]:
+def make_sites(make_site: Callable[..., TestSite], hosts: int = 4, pages: int = 30,
+               page_time: float = PAGE_TIME) -> tuple[list[TestSite], set[str]]:
     """``hosts`` loopback sites of ``pages`` pages each (a binary tree under /), every page slow
-    by PAGE_TIME; returns the sites and every URL of them."""
+    by ``page_time``; returns the sites and every URL of them."""
     sites, urls = [], set()
     for i in range(hosts):
         site = make_site(f"127.0.0.{i + 2}")
@@ -95,7 +96,7 @@ def make_sites(make_site: Callable[..., TestSite], hosts: int = 4, pages: int = 
             kids = [paths[k] for k in (2 * n + 1, 2 * n + 2) if k < len(paths)]
             body = (f"<html><head><title>{site.host} {n}</title></head><body>{site.host}:{site.port} page {n}"
                     + "".join(f'<a href="{k}">{k}</a>' for k in kids) + "</body></html>")
-            site.route(path, body=body, delay=PAGE_TIME)
+            site.route(path, body=body, delay=page_time)
         site.route("/robots.txt", body="User-agent: *\nDisallow: /private/\n", content_type="text/plain")
         sites.append(site)
         urls |= {site.url(p) for p in paths}
@@ -161,9 +162,9 @@ def start_two(tmp_path: Path, name: str, server: RedisServer, sites: list[TestSi
 
 
 def two_busy(tmp_path: Path, name: str, server: RedisServer, make_site: Callable[..., TestSite],
-             machines: list[Machine], *args: str) -> tuple[list[TestSite], set[str], Machine, Machine]:
+             machines: list[Machine], *args: str, **site: Any) -> tuple[list[TestSite], set[str], Machine, Machine]:
     """The site, its URLs, and two machines crawling it, b with URLs in flight."""
-    sites, urls = make_sites(make_site)
+    sites, urls = make_sites(make_site, **site)
     a, b = start_two(tmp_path, name, server, sites, machines, *args)
     r = server.client()
     wait_for(lambda: busy(r, name, b, len(sites)), message="machine b to have URLs in flight")
@@ -234,15 +235,21 @@ def test_a_machine_killed_mid_crawl_loses_nothing(
     assert refetched <= len(lost_with_b), (refetched, lost_with_b)   # only what b had in flight
 
 
+@pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_on_one_machine_stops_only_it(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
-        machines: list[Machine]) -> None:
+        machines: list[Machine], presses: int) -> None:
+    """Once: b's workers finish their page and give their claims back. Twice: they are killed at
+    once, in the middle of slow pages, and b's parent gives their claims back."""
     # Leases of a minute: if b's claims were not given back at its clean stop, a would wait for
     # them past the test's timeout.
-    name = "ctrlc"
-    sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "60")
+    name = f"ctrlc{presses}"
+    slow = {} if presses == 1 else {"pages": 8, "page_time": 0.6}
+    sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "60", **slow)
     r = redis_server.client()
-    b.signal(signal.SIGINT)
+    for _ in range(presses):
+        b.signal(signal.SIGINT)
+        time.sleep(0.05)
     assert b.finish(20) == 130, b.err
     assert "interrupted" in b.err
     assert a.proc.poll() is None, a.err   # the other machine goes on
