@@ -142,6 +142,13 @@ def gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in zip(times, times[1:])]
 
 
+def assert_polite(sites: list[TestSite]) -> None:
+    """Every host saw its requests at least --delay apart, whichever machine sent them."""
+    for s in sites:
+        times = [t for t, _, _ in s.log]
+        assert min(gaps(times)) >= DELAY - TOLERANCE, (s.host, gaps(times))
+
+
 def busy(r: Any, name: str, m: Machine, hosts: int) -> bool:
     """The machine has URLs in flight, every host's robots.txt is known and no host is held
     for a robots.txt fetch (a machine killed in the middle of one holds its host 30 s)."""
@@ -204,8 +211,7 @@ def test_a_crawl_started_on_one_machine_is_joined_by_another(
     for s in sites:
         assert s.hits["/robots.txt"] == 1, s.hits                   # once for the whole cluster
         assert set(page_fetches(s).values()) == {1}, s.hits        # no page fetched twice
-        times = [t for t, _, _ in s.log]
-        assert min(gaps(times)) >= DELAY - TOLERANCE, (s.host, gaps(times))   # politeness across machines
+    assert_polite(sites)                                            # politeness across machines
     # Both machines fetched, each keeping its WARC files on its own disk, named by machine.
     for m in (a, b):
         warcs = list((m.root / "projects" / name / "warc").glob("*.warc.gz"))
@@ -233,6 +239,7 @@ def test_a_machine_killed_mid_crawl_loses_nothing(
     assert not in_flight_of(r, name, b.owner_prefix)
     refetched = sum(n - 1 for s in sites for n in page_fetches(s).values())
     assert refetched <= len(lost_with_b), (refetched, lost_with_b)   # only what b had in flight
+    assert_polite(sites)
 
 
 @pytest.mark.parametrize("presses", [1, 2])
@@ -273,6 +280,7 @@ def test_a_machine_paused_past_its_lease_records_nothing_twice(
     assert a.finish() == 0, a.err
     assert b.finish() == 0, b.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
+    assert_polite(sites)
 
 
 # ---------------------------------------------------------------------------- bad input
