@@ -37,7 +37,7 @@ def not_on_store(command: str, store: str | None) -> None:
     """One clear line for a command that does not work on a Redis crawl yet."""
     if store:
         raise click.ClickException(f"{command} is not supported with --store yet "
-                                   "(crawl, status and export are)")
+                                   "(crawl, status, export and report are)")
 
 
 def project_folder(projects_dir: Path, name: str) -> Path:
@@ -255,21 +255,32 @@ def export(name: str, fmt: str, output: Path | None, projects_dir: Path, store: 
     skipped = Skipped()
     if store:   # the logs export reads, from Redis into a folder of their own
         import tempfile
-        from .cluster import ClusterStore, export_folder
+        from .cluster import EXPORTED
 
         with tempfile.TemporaryDirectory(prefix="spider-export-") as d:
-            try:
-                redis_store = ClusterStore.connect(store, name)
-                if redis_store.saved_settings() is None:
-                    raise click.ClickException(f"no crawl named {name!r} in Redis at {store}")
-                export_folder(redis_store, Path(d))
-            except (StoreError, ValueError) as e:
-                raise click.ClickException(str(e)) from None
-            _export(Path(d), fmt, output, skipped)
+            _export(_copy_out(store, name, Path(d), EXPORTED), fmt, output, skipped)
     else:
         _export(folder, fmt, output, skipped)
     if skipped:
         click.echo(skipped.message(), err=True)
+
+
+def _copy_out(url: str, name: str, where: Path, logs: tuple[str, ...], pending: bool = False) -> Path:
+    """What export or report reads of the crawl NAME in Redis, as files in ``where``/NAME."""
+    from .cluster import ClusterStore, copy_out
+
+    folder = where / name
+    try:
+        redis_store = ClusterStore.connect(url, name)
+        if redis_store.saved_settings() is None:
+            raise click.ClickException(f"no crawl named {name!r} in Redis at {url}")
+        folder.mkdir()
+        copy_out(redis_store, folder, logs, pending)
+        return folder
+    except (StoreError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
 
 
 def _export(folder: Path, fmt: str, output: Path | None, skipped: Any) -> None:
@@ -400,15 +411,30 @@ def status(name: str, projects_dir: Path, store: str | None) -> None:
 @projects_dir_option
 @store_option
 def report(name: str, output: Path | None, projects_dir: Path, store: str | None) -> None:
-    """Write a self-contained HTML report of a crawl (charts as inline SVG) and print its path."""
-    not_on_store("report", store)
+    """Write a self-contained HTML report of a crawl (charts as inline SVG) and print its path.
+
+    With --store: the crawl in Redis (no charts over time: a Redis crawl keeps no stats.txt);
+    the page goes to projects/NAME/report.html on this machine unless --output says where."""
     from .report import write_report
 
     folder = project_folder(projects_dir, name)
-    if not (folder / settings.SETTINGS).exists():
+    if not store and not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
     if output is not None and not output.parent.is_dir():
         raise click.ClickException(f"cannot write {output}: folder {output.parent} does not exist")
+    if store:
+        import tempfile
+        from .cluster import REPORTED
+
+        with tempfile.TemporaryDirectory(prefix="spider-report-") as d:
+            copy = _copy_out(store, name, Path(d), REPORTED, pending=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = write_report(copy, output or folder / "report.html")
+            except OSError as e:
+                raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
+        click.echo(str(path))
+        return
     try:
         path = write_report(folder, output)
     except StoreError as e:

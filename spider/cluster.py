@@ -510,7 +510,24 @@ def status_report(store: ClusterStore) -> str:
     return "\n".join(out)
 
 
-def export_folder(store: ClusterStore, folder: Path) -> None:
-    """Write the logs ``export`` reads (crawled, failed, checks, removed) from Redis into ``folder``."""
-    for name in ("crawled", "failed", "checks", "removed"):
+EXPORTED = ("crawled", "failed", "checks", "removed")                          # what export reads
+REPORTED = ("crawled", "failed", "rejected", "duplicates", "checks", "removed")   # and report
+
+
+def copy_out(store: ClusterStore, folder: Path, logs: tuple[str, ...], pending: bool = False) -> None:
+    """Write a read-only copy of what ``export`` or ``report`` reads, from Redis into ``folder``
+    (a temporary one): the logs as their files, and with ``pending`` settings.txt and queue.txt
+    (the pending lines, ready and retries). The commands then read it as a project folder."""
+    for name in logs:
         atomic_write(folder / f"{name}.txt", "".join(store.lines(name)))
+    if not pending:
+        return
+    raw = store._do(lambda: store.r.get(store.key("settings"))) or b""
+    atomic_write(folder / settings.SETTINGS, raw.decode("utf-8", "replace"))
+    lines: list[str] = []
+    for kind in ("q", "r", "d"):
+        for key in store._do(lambda: list(store.r.scan_iter(f"{store.prefix}:{kind}:{{*}}", count=1000))):
+            for member in store._do(lambda: store.r.zrange(key, 0, -1)):
+                line = member.decode("utf-8", "replace")
+                lines.append((line.split(" ", 1)[1] if kind == "d" else line) + "\n")
+    atomic_write(folder / "queue.txt", "".join(lines))

@@ -318,7 +318,7 @@ def test_an_unreachable_redis_or_a_wrong_url_is_one_error_line(tmp_path: Path, c
     assert "not a Redis URL" in line and "redis://HOST:PORT/DB" in line
 
 
-@pytest.mark.parametrize("command", [["report", "x"], ["seed", "x"], ["recrawl", "x"]])
+@pytest.mark.parametrize("command", [["seed", "x"], ["recrawl", "x"]])
 def test_commands_not_done_on_redis_say_so(tmp_path: Path, command: list[str]) -> None:
     line = error_line(cli(tmp_path, *command, "--store", "redis://127.0.0.1:6379/0"))
     assert "not supported with --store yet" in line
@@ -384,3 +384,24 @@ def test_a_worker_that_dies_gives_its_claims_back_at_once(
     assert m.finish(40) == 0, m.err
     assert "died" in m.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
+
+
+def test_report_reads_the_crawl_in_redis(tmp_path: Path, redis_server: RedisServer,
+                                        make_site: Callable[..., TestSite], machines: list[Machine]) -> None:
+    """report --store: the counts of the crawl in Redis, pending URLs included (a crawl stopped by
+    --max-pages), written on this machine."""
+    import re
+
+    sites, urls = make_sites(make_site, hosts=1, pages=12)
+    name = "rep"
+    m = Machine(tmp_path / "a", name, redis_server.url, sites[0].url("/"), "--max-pages", "5")
+    machines.append(m)
+    assert m.finish() == 0, m.err
+    counts = {k.decode(): int(v) for k, v in redis_server.client().hgetall(f"{name}:counts").items()}
+    assert counts["crawled"] == 5 and counts["pending"] > 0, counts
+    result = cli(tmp_path / "a", "report", name, "--store", redis_server.url)
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "a" / "projects" / name / "report.html").read_text()
+    assert result.stdout.strip().endswith("report.html") and f"spider report: {name}" in page
+    cards = dict(re.findall(r'<div class="k">(\w+)</div><div class="v">([\d,]+)</div>', page))
+    assert cards["crawled"] == "5" and cards["pending"] == str(counts["pending"]), cards
