@@ -203,6 +203,21 @@ class ClusterStore(RedisStore):
         self._held -= set(gone)
         return gone
 
+    def held_hosts(self, now: float, most: int = 1000) -> list[tuple[str, str, float]]:
+        """(host, reason, until) of the hosts with work that are held back for a reason
+        (robots.txt unavailable, Retry-After, parked), among the first ``most`` of the index."""
+        def look() -> list[tuple[str, str, float]]:
+            hosts = [h.decode() for h in self.r.zrange(self.key("hosts"), 0, most - 1)]
+            pipe = self.r.pipeline()
+            for host in hosts:
+                pipe.hmget(self.per_host("h", host), "reason", "next")
+            out = []
+            for host, (reason, nxt) in zip(hosts, pipe.execute()):
+                if reason and reason != b"-" and float(nxt or 0) > now:
+                    out.append((host, reason.decode(), float(nxt)))
+            return sorted(out)
+        return self._do(look)  # type: ignore[no-any-return]
+
     def robots_cache(self, clock: Callable[[], float]) -> "RedisRobots":
         return RedisRobots(self, clock)
 
@@ -392,7 +407,7 @@ class ClusterCrawl(Crawl):
         pass
 
     def _watch(self, store: Any) -> None:
-        pass
+        self._tell_held_hosts(store)   # no stats.txt: the frontier's figures are Redis's
 
     def _worker_store_error(self, store: Any) -> Exception:
         self.store.refresh()   # Redis gone: that StoreError is the message

@@ -405,3 +405,19 @@ def test_report_reads_the_crawl_in_redis(tmp_path: Path, redis_server: RedisServ
     assert result.stdout.strip().endswith("report.html") and f"spider report: {name}" in page
     cards = dict(re.findall(r'<div class="k">(\w+)</div><div class="v">([\d,]+)</div>', page))
     assert cards["crawled"] == "5" and cards["pending"] == str(counts["pending"]), cards
+
+
+def test_a_host_held_back_is_said_on_the_terminal(
+        tmp_path: Path, redis_server: RedisServer, machines: list[Machine]) -> None:
+    """A START_URL nobody answers at: robots.txt is unavailable, the host waits 5 minutes, and
+    the machine says so instead of looking idle."""
+    name = "held"
+    m = Machine(tmp_path / "a", name, redis_server.url, f"http://127.0.0.2:{closed_port()}/")
+    machines.append(m)
+    r = redis_server.client()
+    wait_for(lambda: any(r.hget(k, "reason") == b"robots.txt unavailable" for k in r.scan_iter(f"{name}:h:*")),
+             message="robots.txt to be found unavailable")
+    time.sleep(2.5)   # the parent looks every 2 s
+    m.signal(signal.SIGINT)
+    assert m.finish() == 130, m.err
+    assert "robots.txt unavailable; its URLs wait until" in m.err, m.err
