@@ -180,9 +180,9 @@ CRAWL_OPTIONS = [
 @crawl_options
 @projects_dir_option
 @store_option
-@click.option("--lease", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="SECONDS",
-              help="--store: a host whose worker shows no sign of life for this long goes to another.")
-def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str | None, lease: float,
+@click.option("--lease", type=click.FloatRange(min=1), metavar="SECONDS",
+              help="--store: a host whose worker shows no sign of life for this long goes to another.  [default: 60]")
+def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str | None, lease: float | None,
           **options: Any) -> None:
     """Crawl from START_URLs into the project folder NAME, or resume NAME's crawl.
 
@@ -194,7 +194,9 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str
     machine (START_URLs optional) joins the crawl with that machine's --workers.
     """
     if store:
-        _crawl_on_store(name, start_urls, projects_dir, options, store, lease)
+        _crawl_on_store(name, start_urls, projects_dir, options, store, 60.0 if lease is None else lease)
+    elif lease is not None:
+        raise click.UsageError("--lease is for a crawl on Redis (--store URL)")
     else:
         _crawl(name, start_urls, projects_dir, options)
 

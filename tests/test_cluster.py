@@ -324,6 +324,12 @@ def test_commands_not_done_on_redis_say_so(tmp_path: Path, command: list[str]) -
     assert "not supported with --store yet" in line
 
 
+def test_lease_without_store_is_a_usage_error(tmp_path: Path) -> None:
+    result = cli(tmp_path, "crawl", "x", "http://127.0.0.2:9/", "--lease", "5")
+    assert result.returncode == 2 and "--lease is for a crawl on Redis" in result.stderr
+    assert not (tmp_path / "projects" / "x").exists()
+
+
 def test_joining_a_crawl_that_is_not_there_is_a_usage_error(tmp_path: Path, redis_server: RedisServer) -> None:
     result = cli(tmp_path, "crawl", "nothing-here", "--store", redis_server.url)
     assert result.returncode == 2 and "no crawl named 'nothing-here' in Redis" in result.stderr
