@@ -44,6 +44,7 @@ from .frontier.redisstore import _LUA_COMMON, RedisStore
 from .records import QueueEntry, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
 from .safefs import atomic_write
+from .urls import host_key
 
 SCHEMES = ("redis://", "rediss://", "unix://")
 LEASE = 60.0            # seconds a host stays leased without a sign of life from its holder
@@ -153,6 +154,15 @@ class ClusterStore(RedisStore):
         if ok:
             self.done[kind] += 1
         return ok
+
+    def holds(self, claim: Claim) -> bool:
+        """Is the claim still this worker's (in flight under its owner and fencing token)? Asked
+        right before each request: a worker paused past its lease must not send it, since the
+        host's new holder keeps the host's pace without it."""
+        token = self._tokens.get(claim.url)
+        raw = self._do(lambda: self.r.hget(self.per_host("f", host_key(claim.url)), claim.url))
+        return token is not None and raw is not None and raw.decode("utf-8", "replace").startswith(
+            f"{self.machine}/{claim.owner}\t{token}\t")
 
     def beat(self, warc: str = "-") -> None:
         """This worker's heartbeat: started, now (Redis's clock), pages crawled, failed, WARC folder."""

@@ -146,6 +146,9 @@ class Spider:
                 return
             if not_before > self.clock():
                 self.wait(not_before - self.clock())
+            if not self._still_ours(current):
+                self._open_claim = None
+                return
             self._hold_host(current.url)
             result = self.fetcher.fetch(current.url)
             self._log_fetch(current.url, result)
@@ -198,6 +201,16 @@ class Spider:
             self.store.settle(claim, "rejected", record=rejected_line(claim.url, "robots", claim.entry.source))
             return None
         return not_before
+
+    def _still_ours(self, claim: Claim) -> bool:
+        """Right before a request: is the claim still this worker's? A store whose claims can be
+        taken back (Redis: a lease that ran out while this worker was paused) says so through
+        ``holds``; a lost claim is dropped unfetched, since its host's new holder keeps its pace."""
+        holds = getattr(self.store, "holds", None)
+        if holds is None or holds(claim):
+            return True
+        self.store.settle(claim, "released", requeue=claim.entry)   # refused there: only forgotten here
+        return False
 
     def _hold_host(self, url: str) -> None:
         """Right before a request: the host's next slot starts one delay after *now*.
@@ -364,6 +377,9 @@ class Spider:
             self.wait(not_before - self.clock())
         cfg = self.config
         page = self._schedule().get(claim.url) or recrawl.Page(claim.url)
+        if not self._still_ours(claim):
+            self._open_claim = None
+            return
         self._hold_host(claim.url)
         result = self.fetcher.fetch(claim.url, headers=page.conditional_headers())
         self._log_fetch(claim.url, result)

@@ -42,8 +42,8 @@ class Machine:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.name = name
-        cmd = [sys.executable, MAIN, "crawl", name, *args, "--store", url, "--workers", str(workers),
-               "--delay", str(DELAY), "--max-depth", "20", "--projects-dir", str(root / "projects")]
+        cmd = [sys.executable, MAIN, "crawl", name, "--store", url, "--workers", str(workers),
+               "--delay", str(DELAY), "--max-depth", "20", "--projects-dir", str(root / "projects"), *args]
         self.proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
         self.out = self.err = ""
@@ -228,13 +228,18 @@ def test_a_crawl_started_on_one_machine_is_joined_by_another(
 def test_a_machine_killed_mid_crawl_loses_nothing(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
         machines: list[Machine]) -> None:
+    """Three machines; b is killed (its whole process group) while it has URLs in flight."""
     name = "kill"
     sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "2")
+    c = Machine(tmp_path / "c", name, redis_server.url, "--lease", "2", workers=1)
+    machines.append(c)
     r = redis_server.client()
+    wait_for(lambda: busy(r, name, b, len(sites)), message="machine b to have URLs in flight")
     b.signal(signal.SIGKILL)   # the whole machine: parent and workers at once
     b.proc.wait()
     lost_with_b = in_flight_of(r, name, b.owner_prefix)
     assert a.finish() == 0, a.err
+    assert c.finish() == 0, c.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
     assert not in_flight_of(r, name, b.owner_prefix)
     refetched = sum(n - 1 for s in sites for n in page_fetches(s).values())
@@ -427,3 +432,45 @@ def test_a_host_held_back_is_said_on_the_terminal(
     m.signal(signal.SIGINT)
     assert m.finish() == 130, m.err
     assert "robots.txt unavailable; its URLs wait until" in m.err, m.err
+
+
+def test_a_machine_paused_before_its_request_does_not_send_it(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
+        machines: list[Machine]) -> None:
+    """A worker paused (SIGSTOP) while it waits for its host's slot, holding a claim, past its
+    lease: the other machine takes the host back and keeps its pace; the paused one, continued,
+    must not send its stale request (it would land within --delay of the new holder's)."""
+    delay, pages = 0.5, 6
+    site = make_site("127.0.0.2")
+    site.route("/", body="".join(f'<a href="/r/{i}">{i}</a>' for i in range(pages)))
+    for i in range(pages):   # each link redirects: the target waits for the slot, claimed
+        site.add_redirect(f"/r/{i}", f"/p/{i}")
+        site.route(f"/p/{i}", body=f"<p>page {i}</p>")
+    urls = {site.url("/")} | {site.url(f"/{d}/{i}") for d in "rp" for i in range(pages)}
+    name = "stale"
+    args = ("--lease", "2", "--delay", str(delay))
+    a = Machine(tmp_path / "a", name, redis_server.url, site.url("/"), *args, workers=1)
+    machines.append(a)
+    r = redis_server.client()
+    wait_for(lambda: r.exists(f"{name}:settings"), message="the crawl to start")
+    b = Machine(tmp_path / "b", name, redis_server.url, *args, workers=1)
+    machines.append(b)
+
+    def waiting_holder() -> Machine | None:   # the holder, with a redirect target claimed
+        for m in (a, b):
+            if any("/p/" in u for u in in_flight_of(r, name, m.owner_prefix)):
+                return m
+        return None
+
+    paused = wait_for(waiting_holder, message="a redirect target waiting for its slot")
+    paused.signal(signal.SIGSTOP)
+    held = in_flight_of(r, name, paused.owner_prefix)
+    # only the other machine can have recorded what the paused one held
+    wait_for(lambda: not in_flight_of(r, name, paused.owner_prefix) and set(recorded(r, name)) >= held,
+             message="the other machine to take the host back")
+    paused.signal(signal.SIGCONT)
+    assert a.finish() == 0, a.err
+    assert b.finish() == 0, b.err
+    assert recorded(r, name) == Counter({u: 1 for u in urls})
+    times = [t for t, _, _ in site.log]
+    assert min(gaps(times)) >= delay - TOLERANCE, gaps(times)
