@@ -109,6 +109,7 @@ class ClusterStore(RedisStore):
         self.done: Counter[str] = Counter()   # this worker's settles, by kind
         self.started = time.time()
         self._shed = client.register_script(_SHED)
+        self.someone_idle = False   # another live worker holds no host (update_share)
 
     @classmethod
     def connect(cls, url: str, name: str, folder: Path | None = None, **kw: Any) -> "ClusterStore":
@@ -199,13 +200,23 @@ class ClusterStore(RedisStore):
             return max(hosts, leased), len(beats)
         hosts, workers = self._do(count)
         now = self.server_time()
-        alive = sum(1 for f in self.beats().values() if len(f) > 1 and now - float(f[1]) <= alive_within)
-        self.max_hosts = max(1, math.ceil(hosts / max(1, alive or workers)))
+        alive = [who for who, f in self.beats().items() if len(f) > 1 and now - float(f[1]) <= alive_within]
+        self.max_hosts = max(1, math.ceil(hosts / max(1, len(alive) or workers)))
+        # Rounded up, the shares can leave a worker with none (4 hosts, 3 workers: 2 + 2 + 0):
+        # then a worker holding two or more gives one up (``shed``).
+        others = [who for who in alive if who != self._who]
+        pipe = self.r.pipeline()
+        for who in others:
+            pipe.scard(self.key(f"held:{who}"))
+        self.someone_idle = 0 in self._do(pipe.execute) if others else False
 
     def shed(self) -> list[str]:
         """Let go of the hosts held beyond this worker's share (when a machine joins, the share
         of the others goes down), those with nothing of it in flight, for others to take."""
         extra = len(self._held) - (self.max_hosts or len(self._held))
+        if extra <= 0 and self.someone_idle and len(self._held) >= 2:
+            extra = 1
+            self.max_hosts = len(self._held) - 1   # until the next tick: not taken back at once
         if extra <= 0:
             return []
         gone = [h.decode() for h in self._do(lambda: self._shed(

@@ -146,10 +146,10 @@ class Spider:
                 return
             if not_before > self.clock():
                 self.wait(not_before - self.clock())
+            self._hold_host(current.url)
             if not self._still_ours(current):
                 self._open_claim = None
                 return
-            self._hold_host(current.url)
             result = self.fetcher.fetch(current.url)
             self._log_fetch(current.url, result)
             self._adapt(current.url, result)
@@ -203,7 +203,8 @@ class Spider:
         return not_before
 
     def _still_ours(self, claim: Claim) -> bool:
-        """Right before a request: is the claim still this worker's? A store whose claims can be
+        """Right before a request (after ``_hold_host``, whose Redis calls a pause may fall
+        between): is the claim still this worker's? A store whose claims can be
         taken back (Redis: a lease that ran out while this worker was paused) says so through
         ``holds``; a lost claim is dropped unfetched, since its host's new holder keeps its pace."""
         holds = getattr(self.store, "holds", None)
@@ -377,10 +378,10 @@ class Spider:
             self.wait(not_before - self.clock())
         cfg = self.config
         page = self._schedule().get(claim.url) or recrawl.Page(claim.url)
+        self._hold_host(claim.url)
         if not self._still_ours(claim):
             self._open_claim = None
             return
-        self._hold_host(claim.url)
         result = self.fetcher.fetch(claim.url, headers=page.conditional_headers())
         self._log_fetch(claim.url, result)
         self._adapt(claim.url, result)

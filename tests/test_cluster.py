@@ -273,9 +273,23 @@ def test_ctrl_c_on_one_machine_stops_only_it(
 def test_a_machine_paused_past_its_lease_records_nothing_twice(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
         machines: list[Machine]) -> None:
+    """b (one worker) is stopped in the middle of a fetch (its request is at the server), past
+    its lease; a takes the host back and records the URL; b, continued, records nothing."""
     name = "pause"
-    sites, urls, a, b = two_busy(tmp_path, name, redis_server, make_site, machines, "--lease", "2")
+    sites, urls = make_sites(make_site)
+    a = Machine(tmp_path / "a", name, redis_server.url, *(s.url("/") for s in sites), "--lease", "2")
+    machines.append(a)
     r = redis_server.client()
+    wait_for(lambda: r.exists(f"{name}:settings"), message="the crawl to start")
+    b = Machine(tmp_path / "b", name, redis_server.url, "--lease", "2", workers=1)
+    machines.append(b)
+    asked = {s.url(p) for s in sites for p in s.hits}
+
+    def mid_fetch() -> set[str]:   # b's in-flight URLs whose request the server has
+        asked.update(s.url(p) for s in sites for p in s.hits)
+        return in_flight_of(r, name, b.owner_prefix) & (asked - set(recorded(r, name)))
+
+    wait_for(lambda: robots_known(r, name, len(sites)) and mid_fetch(), message="b in the middle of a fetch")
     b.signal(signal.SIGSTOP)
     held = in_flight_of(r, name, b.owner_prefix)
     # a takes b's hosts back once the leases expire, and records what b was fetching
