@@ -68,6 +68,18 @@ def _range(field: str) -> str:
     return f"  [{limit.describe()}]"
 
 
+store_option = click.option(
+    "--store", metavar="URL", help="The crawl's frontier is in Redis at redis://HOST:PORT/DB, shared by "
+    "every machine that runs the same command (default: the project folder's files).")
+
+
+def not_on_store(command: str, store: str | None) -> None:
+    """One clear line for a command that does not work on a Redis crawl yet."""
+    if store:
+        raise click.ClickException(f"{command} is not supported with --store yet "
+                                   "(crawl, status, export and report are)")
+
+
 def project_folder(projects_dir: Path, name: str) -> Path:
     """The folder of project NAME, refusing names that could leave the projects folder."""
     if not name or not name.strip():
@@ -209,14 +221,26 @@ CRAWL_OPTIONS = [
 @click.argument("start_urls", nargs=-1, metavar="[START_URL]...")
 @crawl_options
 @projects_dir_option
-def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options: Any) -> None:
+@store_option
+@click.option("--lease", type=click.FloatRange(min=1), metavar="SECONDS",
+              help="--store: a host whose worker shows no sign of life for this long goes to another.  [default: 60]")
+def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str | None, lease: float | None,
+          **options: Any) -> None:
     """Crawl from START_URLs into the project folder NAME, or resume NAME's crawl.
 
     A new project needs at least one START_URL. Run the same command again (URLs optional) to
     resume after Ctrl-C, a crash or kill -9; START_URLs given then are added as seeds. Options
     given on resume override the saved settings and are saved.
+
+    With --store redis://HOST:PORT/DB the frontier is in Redis: the same command on another
+    machine (START_URLs optional) joins the crawl with that machine's --workers.
     """
-    _crawl(name, start_urls, projects_dir, options)
+    if store:
+        _crawl_on_store(name, start_urls, projects_dir, options, store, 60.0 if lease is None else lease)
+    elif lease is not None:
+        raise click.UsageError("--lease is for a crawl on Redis (--store URL)")
+    else:
+        _crawl(name, start_urls, projects_dir, options)
 
 
 @main.command()
@@ -224,11 +248,13 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, **options:
 @click.option("--all", "everything", is_flag=True, help="Check every crawled page now, due or not.")
 @crawl_options
 @projects_dir_option
-def recrawl(name: str, everything: bool, projects_dir: Path, **options: Any) -> None:
+@store_option
+def recrawl(name: str, everything: bool, projects_dir: Path, store: str | None, **options: Any) -> None:
     """Fetch again the crawled pages of NAME that are due (or --all), with conditional requests.
 
     Same workers, politeness and options as crawl. A 304 costs no parse; a changed page's new
     links are crawled too; 404/410 marks a page removed (removed.txt). See checks.txt."""
+    not_on_store("recrawl", store)
     folder = project_folder(projects_dir, name)
     if not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
@@ -238,8 +264,10 @@ def recrawl(name: str, everything: bool, projects_dir: Path, **options: Any) -> 
 @main.command()
 @click.argument("name")
 @projects_dir_option
-def seed(name: str, projects_dir: Path) -> None:
+@store_option
+def seed(name: str, projects_dir: Path, store: str | None) -> None:
     """Queue the URLs of NAME's in-scope sitemaps (robots.txt Sitemap: lines, else /sitemap.xml)."""
+    not_on_store("seed", store)
     folder = project_folder(projects_dir, name)
     if not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
@@ -259,16 +287,50 @@ def seed(name: str, projects_dir: Path) -> None:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Where to write the records.  [default: standard output]")
 @projects_dir_option
-def export(name: str, fmt: str, output: Path | None, projects_dir: Path) -> None:
+@store_option
+def export(name: str, fmt: str, output: Path | None, projects_dir: Path, store: str | None) -> None:
     """Write one record per page (url, status, title, state ...) as JSON lines or CSV."""
-    from .export import Skipped, export as write_export
+    from .export import Skipped
 
     folder = project_folder(projects_dir, name)
-    if not (folder / settings.SETTINGS).exists():
+    if not store and not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
     if output is not None and not output.parent.is_dir():
         raise click.ClickException(f"cannot write {output}: folder {output.parent} does not exist")
     skipped = Skipped()
+    if store:   # the logs export reads, from Redis into a folder of their own
+        import tempfile
+        from .cluster import EXPORTED
+
+        with tempfile.TemporaryDirectory(prefix="spider-export-") as d:
+            _export(_copy_out(store, name, Path(d), EXPORTED), fmt, output, skipped)
+    else:
+        _export(folder, fmt, output, skipped)
+    if skipped:
+        click.echo(skipped.message(), err=True)
+
+
+def _copy_out(url: str, name: str, where: Path, logs: tuple[str, ...], pending: bool = False) -> Path:
+    """What export or report reads of the crawl NAME in Redis, as files in ``where``/NAME."""
+    from .cluster import ClusterStore, copy_out
+
+    folder = where / name
+    try:
+        redis_store = ClusterStore.connect(url, name)
+        if redis_store.saved_settings() is None:
+            raise click.ClickException(f"no crawl named {name!r} in Redis at {url}")
+        folder.mkdir()
+        copy_out(redis_store, folder, logs, pending)
+        return folder
+    except (StoreError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+
+
+def _export(folder: Path, fmt: str, output: Path | None, skipped: Any) -> None:
+    from .export import export as write_export
+
     try:
         if output is None:
             stream = click.get_text_stream("stdout", encoding="utf-8")
@@ -286,16 +348,16 @@ def export(name: str, fmt: str, output: Path | None, projects_dir: Path) -> None
             click.echo(f"{n} records written to {output}", err=True)
     except OSError as e:
         raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
-    if skipped:
-        click.echo(skipped.message(), err=True)
 
 
-def _config(folder: Path, seeds: tuple[str, ...], options: dict[str, Any]) -> CrawlConfig:
-    """Defaults, then the project's settings.txt, then the options given now."""
-    exists = (folder / settings.SETTINGS).exists()
+def _config(folder: Path, seeds: tuple[str, ...], options: dict[str, Any],
+            saved: dict[str, Any] | None = None) -> CrawlConfig:
+    """Defaults, then the project's settings.txt (or ``saved``), then the options given now."""
+    exists = saved is not None or (folder / settings.SETTINGS).exists()
     given = {k: (v if v != () else None) for k, v in options.items()}
     try:
-        saved = settings.load(folder) if exists else {}
+        if saved is None:
+            saved = settings.load(folder) if exists else {}
         old_seeds = tuple(saved.get("seeds", ()))
         given["seeds"] = old_seeds + tuple(s for s in seeds if s not in old_seeds)
         return settings.build(saved, given)
@@ -313,6 +375,35 @@ def _crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: 
     sitemaps = bool(options.pop("use_sitemaps", False))
     config = _config(folder, seeds, options)
     run(folder, config, seeds, recheck=recheck, sitemaps=sitemaps)
+
+
+def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: dict[str, Any],
+                    url: str, lease: float) -> None:
+    """Start or join the crawl NAME whose frontier is in Redis at ``url`` (spider/cluster.py)."""
+    from .cluster import ClusterCrawl, ClusterStore
+
+    folder = project_folder(projects_dir, name)
+    seeds = parse_start_urls(start_urls)
+    if options.pop("use_sitemaps", False) or options.get("discover"):
+        raise click.ClickException("--sitemaps and --discover are not supported with --store yet")
+    try:
+        store = ClusterStore.connect(url, name, folder)
+        saved = store.saved_settings()
+        if saved is None and not seeds:
+            raise click.UsageError(f"no crawl named {name!r} in Redis at {url}: "
+                                   "give at least one START_URL to start it")
+        config = _config(folder, seeds, options, saved or {})
+        store.max_pages, store.max_per_host = config.max_pages, config.max_pages_per_host
+        from .crawl import order_of
+        store.order = order_of(config)
+        store.save_settings(config)
+        folder.mkdir(parents=True, exist_ok=True)
+        code = ClusterCrawl(folder, config, store, seeds=seeds, lease=lease).run()
+    except (CrawlError, StoreError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
+    sys.exit(code)
 
 
 def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
@@ -333,11 +424,21 @@ def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
 @main.command()
 @click.argument("name")
 @projects_dir_option
-def status(name: str, projects_dir: Path) -> None:
-    """Show a project's progress: pending, in flight, crawled, failed, hosts, running or not."""
+@store_option
+def status(name: str, projects_dir: Path, store: str | None) -> None:
+    """Show a project's progress: pending, in flight, crawled, failed, hosts, running or not.
+
+    With --store: the crawl in Redis, and the machines taking part (hosts held, rates, WARC folders)."""
     from .status import report
 
     folder = project_folder(projects_dir, name)
+    if store:
+        from .cluster import ClusterStore, status_report
+        try:
+            click.echo(status_report(ClusterStore.connect(store, name)))
+        except (StoreError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+        return
     if not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
     try:
@@ -353,15 +454,32 @@ def status(name: str, projects_dir: Path) -> None:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Where to write the page.  [default: projects/NAME/report.html]")
 @projects_dir_option
-def report(name: str, output: Path | None, projects_dir: Path) -> None:
-    """Write a self-contained HTML report of a crawl (charts as inline SVG) and print its path."""
+@store_option
+def report(name: str, output: Path | None, projects_dir: Path, store: str | None) -> None:
+    """Write a self-contained HTML report of a crawl (charts as inline SVG) and print its path.
+
+    With --store: the crawl in Redis (no charts over time: a Redis crawl keeps no stats.txt);
+    the page goes to projects/NAME/report.html on this machine unless --output says where."""
     from .report import write_report
 
     folder = project_folder(projects_dir, name)
-    if not (folder / settings.SETTINGS).exists():
+    if not store and not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
     if output is not None and not output.parent.is_dir():
         raise click.ClickException(f"cannot write {output}: folder {output.parent} does not exist")
+    if store:
+        import tempfile
+        from .cluster import REPORTED
+
+        with tempfile.TemporaryDirectory(prefix="spider-report-") as d:
+            copy = _copy_out(store, name, Path(d), REPORTED, pending=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = write_report(copy, output or folder / "report.html")
+            except OSError as e:
+                raise click.ClickException(f"{e.filename or output or folder}: {e.strerror or e}") from None
+        click.echo(str(path))
+        return
     try:
         path = write_report(folder, output)
     except StoreError as e:

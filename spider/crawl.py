@@ -327,11 +327,14 @@ class Crawl:
             raise outcome
         return outcome
 
-    def _finish_line(self, s: Summary) -> None:
+    def _say_summary(self, s: Summary) -> None:
         if self.tty:
             self.out.write("\r\x1b[K")
         head = {"done": "done", "budget": "stopped", "interrupted": "interrupted"}[s.stopped_by]
         self._say(f"{head}: {s.line()}")
+
+    def _finish_line(self, s: Summary) -> None:
+        self._say_summary(s)
         if s.stopped_by == "budget":
             self._say(f"--max-pages {self.config.max_pages} reached; {s.pending} URLs still pending "
                       "(run again with a higher --max-pages to go on)")
@@ -345,7 +348,7 @@ class Crawl:
 
     # -- workers -------------------------------------------------------------------------------------
     def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
-        p = self.ctx.Process(target=_worker_main, args=(self.config, store, self.stop, os.getpid()),
+        p = self.ctx.Process(target=self._worker_target(), args=(self.config, store, self.stop, os.getpid()),
                              daemon=False)
         self.children = [c for c in self.children if c.pid is None or c.exitcode is None]   # reaped ones go
         self.children.append(p)
@@ -358,7 +361,7 @@ class Crawl:
         procs: list[multiprocessing.process.BaseProcess] = []
         try:
             procs = [self._start_worker(store) for _ in range(self.config.workers)]
-            store.drop_seen()   # the workers have their copies; the parent only watches
+            self._workers_started(store)
             restarts = 0
             last_status = last_sample = 0.0
             first_sample: float | None = None
@@ -378,7 +381,7 @@ class Crawl:
                         alive.append(p)
                     elif p.exitcode == WORKER_STORE_ERROR:
                         self.stop.set()
-                        raise CrawlError("a worker could not write the project files (see the message above)")
+                        raise self._worker_store_error(store)
                     elif p.exitcode != 0 and not self.stop.is_set():
                         n = store.reissue(p.pid or -1)
                         restarts += 1
@@ -397,8 +400,7 @@ class Crawl:
                 if now - last_sample >= sample_every(0.0 if first_sample is None else now - first_sample):
                     last_sample = now
                     first_sample = now if first_sample is None else first_sample
-                    self._sample(store.refresh())
-                    self._tell_held_hosts(store)
+                    self._watch(store)
                 if now - last_status >= self.status_every:
                     last_status = now
                     self._status_line(store.refresh(), rate)
@@ -413,6 +415,21 @@ class Crawl:
         finally:
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old_term)
+
+    # What a crawl on another store (spider/cluster.py) does differently, and nothing else.
+    def _worker_target(self) -> Callable[..., None]:
+        return _worker_main
+
+    def _workers_started(self, store: FileStore) -> None:
+        store.drop_seen()   # the workers have their copies; the parent only watches
+
+    def _worker_store_error(self, store: FileStore) -> Exception:
+        return CrawlError("a worker could not write the project files (see the message above)")
+
+    def _watch(self, store: FileStore) -> None:
+        """At each sample (``sample_every``): a line of stats.txt, and why hosts are held."""
+        self._sample(store.refresh())
+        self._tell_held_hosts(store)
 
     def _tell_held_hosts(self, store: FileStore) -> None:
         """Say once why a host's URLs wait (a START_URL on a wrong port otherwise looked like a

@@ -64,7 +64,7 @@ class Spider:
         self._rejected = SeenSet()
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
-        self.robots = None if config.ignore_robots else RobotsCache(_folder_of(store), clock)
+        self.robots = None if config.ignore_robots else _robots_cache(store, clock)
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
         self._told_internal = False   # an internal error is said once per worker (errors.log has all)
 
@@ -170,6 +170,9 @@ class Spider:
             if not_before > self.clock():
                 self.wait(not_before - self.clock())
             self._hold_host(current.url)
+            if not self._still_ours(current):
+                self._open_claim = None
+                return
             result = self.fetcher.fetch(current.url)
             self._log_fetch(current.url, result)
             self._adapt(current.url, result)
@@ -221,6 +224,17 @@ class Spider:
             self.store.settle(claim, "rejected", record=rejected_line(claim.url, "robots", claim.entry.source))
             return None
         return not_before
+
+    def _still_ours(self, claim: Claim) -> bool:
+        """Right before a request (after ``_hold_host``, whose Redis calls a pause may fall
+        between): is the claim still this worker's? A store whose claims can be
+        taken back (Redis: a lease that ran out while this worker was paused) says so through
+        ``holds``; a lost claim is dropped unfetched, since its host's new holder keeps its pace."""
+        holds = getattr(self.store, "holds", None)
+        if holds is None or holds(claim):
+            return True
+        self.store.settle(claim, "released", requeue=claim.entry)   # refused there: only forgotten here
+        return False
 
     def _hold_host(self, url: str) -> None:
         """Right before a request: the host's next slot starts one delay after *now*.
@@ -388,6 +402,9 @@ class Spider:
         cfg = self.config
         page = self._schedule().get(claim.url) or recrawl.Page(claim.url)
         self._hold_host(claim.url)
+        if not self._still_ours(claim):
+            self._open_claim = None
+            return
         result = self.fetcher.fetch(claim.url, headers=page.conditional_headers())
         self._log_fetch(claim.url, result)
         self._adapt(claim.url, result)
@@ -523,6 +540,13 @@ def robots_hop_ready(state: HostState, last_sent: float | None, delay: float) ->
         return state.next_allowed
     ready = last_sent + delay
     return ready if state.reason == "-" else max(ready, state.next_allowed)
+
+
+def _robots_cache(store: Store, clock: Callable[[], float]):  # type: ignore[no-untyped-def]
+    """The store's own robots.txt cache if it has one (the Redis store's, shared by all machines),
+    else the project folder's robots/ files."""
+    own = getattr(store, "robots_cache", None)
+    return own(clock) if own is not None else RobotsCache(_folder_of(store), clock)
 
 
 def _folder_of(store: Store) -> Path:

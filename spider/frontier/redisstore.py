@@ -687,8 +687,9 @@ class RedisStore:
         """Extend the leases this worker holds (call it while a fetch runs long); returns those held."""
         if not self._held:
             return []
-        held = [h.decode() for h in self._renew(args=[self.prefix, self._who, self.lease_ms, *sorted(self._held)])]
-        self._held = set(held)
+        asked = sorted(self._held)   # a copy: a lease thread renews while the worker claims
+        held = [h.decode() for h in self._renew(args=[self.prefix, self._who, self.lease_ms, *asked])]
+        self._held -= set(asked) - set(held)   # only the hosts lost; those taken meanwhile stay
         return held
 
     # -- hosts -----------------------------------------------------------------------------------
