@@ -115,6 +115,19 @@ def site_body(site, path: str) -> bytes:
     return requests.get(site.url(path), timeout=5).content
 
 
+def _wait_for_pages(folder: Path, n: int = 3, limit: float = 30.0) -> None:
+    """Until the crawl has recorded ``n`` pages (no fixed sleep: a loaded machine starts slower)."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            if len(data_lines(folder / "crawled.txt")) >= n:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"no {n} pages crawled within {limit} s")
+
+
 def test_a_dead_worker_is_replaced_and_its_claims_reissued(site, projects_dir):
     paths = site.add_tree(120, 6, page_size=1000)
     pages = {site.url(p) for p in paths}
@@ -125,11 +138,10 @@ def test_a_dead_worker_is_replaced_and_its_claims_reissued(site, projects_dir):
                                       "--max-depth", "100"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.time() + 10
-        victims = []
-        while time.time() < deadline and not victims:
-            time.sleep(0.3)
-            victims = _children(proc.pid)
+        # Workers exist once pages are being recorded (before that, a child may be the start-up
+        # check of the files, whose death is an error of its own).
+        _wait_for_pages(projects_dir / "d")
+        victims = _children(proc.pid)
         assert victims, "no worker process found"
         victims[0].kill()
         out, err = proc.communicate(timeout=120)
@@ -151,7 +163,7 @@ def test_ctrl_c_stops_gracefully_and_the_rerun_finishes(site, projects_dir):
     cmd = crawl_cmd(projects_dir, "c", site.url("/"), "--workers", "2", "--delay", "0", "--max-depth", "100")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        time.sleep(1.5)
+        _wait_for_pages(folder := projects_dir / "c")
         os.killpg(proc.pid, signal.SIGINT)   # what a terminal's Ctrl-C does: the whole group
         out, err = proc.communicate(timeout=30)
     finally:
@@ -159,7 +171,6 @@ def test_ctrl_c_stops_gracefully_and_the_rerun_finishes(site, projects_dir):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "resume" in err
-    folder = projects_dir / "c"
     crawled, failed, queue = check_consistent(folder)
     assert 0 < len(crawled) < len(pages)
     assert not set(queue) & set(crawled)                  # folded: exactly the pending URLs remain
