@@ -105,6 +105,8 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     wall = time.monotonic() - t0
     time.sleep(0.2)
     reqs = site.requests()
+    with open(base / "requests.tsv", "w") as f:   # the server's log: arrival time, host, path
+        f.writelines(f"{t:.6f}\t{a}\t{path}\n" for t, a, path in reqs)
     pages = [t for t, _, path in reqs if path != "/robots.txt"]
     span = (max(pages) - min(pages)) if len(pages) > 1 else 0.0
     crawled = int(client.hget(f"{NAME}:counts", "crawled") or 0)
