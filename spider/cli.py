@@ -167,7 +167,7 @@ CRAWL_OPTIONS = [
     click.option("--max-bytes", type=Number("max_bytes"), help="Body size cap, after decompression.  [default: 10 MiB]"),
     click.option("--max-attempts", type=Number("max_attempts"), help="Attempts for transient failures.  [default: 3]"),
     click.option("--max-redirects", type=Number("max_redirects"), help="[default: 10]"),
-    click.option("--max-links", type=Number("max_links"), help="Links taken from one page.  [default: 5000]"),
+    click.option("--max-links", type=Number("max_links"), help="Links taken from one page (the rest: a max-links line in rejected.txt).  [default: 100000]"),
     click.option("--max-pages-per-host", type=Number("max_pages_per_host"),
                  help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget')."),
     click.option("--max-delay", type=Number("max_delay"), metavar="SECONDS",

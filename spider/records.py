@@ -156,6 +156,25 @@ def rejected_line(url_or_line: str, reason: str, source: str = "-") -> str:
     return f"{clean(url_or_line)}\t{clean(reason)}\t{clean(source)}\n"
 
 
+def refusal_key(line: str) -> str:
+    """What makes a rejected.txt line a repeat of another: its URL; for a ``max-links`` line
+    (a page whose links were cut), the page URL and the rule, so it is not taken for a refusal
+    of that page itself."""
+    url, _, rest = line.partition("\t")
+    url = url.strip().removeprefix("\ufeff")
+    return url + "\tmax-links" if rest.startswith("max-links") else url
+
+
+def refusal_rule(reason: str) -> str:
+    """The rule of a rejected.txt reason, for counts by rule: ``max-links: 12 links not followed``
+    is ``max-links``; a line moved out of a state file (``queue.txt:7: not an absolute URL``)
+    counts under its file name."""
+    reason = reason.strip()
+    if reason.startswith(("queue.txt:", "crawled.txt:", "failed.txt:", "max-links:")):
+        return reason.split(":", 1)[0]
+    return reason or "?"
+
+
 def data_fields(path: Path) -> Iterator[list[str]]:
     """The TAB-split data lines of a state file (a BOM and CRLF from a hand edit are fine);
     nothing at all when the file is missing or unreadable. For readers that report or export."""

@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from urllib.parse import urlsplit
 
 from .census import top_patterns
-from .records import data_fields
+from .records import data_fields, refusal_key, refusal_rule
 from .stats import (RUN_GAP, Round, StatsRow, alarm_from_rows, crawl_seconds, discovery_ratio,
                     pages_per_second, read_stats, recrawl_rounds, runs)
 from .frontier.files import FileStore
@@ -191,9 +191,7 @@ class _Top:
 
 def _rejection_reason(reason: str) -> str:
     """Group 'queue.txt:7: not an absolute URL' and the like under the file name."""
-    if reason.startswith(("queue.txt:", "crawled.txt:", "failed.txt:")):
-        return reason.split(":", 1)[0]
-    return reason.strip() or "?"
+    return refusal_rule(reason)
 
 
 def _pending_urls(store: FileStore) -> Iterator[str]:
@@ -226,8 +224,10 @@ def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
     _read_statuses(folder, data)
     _read_fetch_log(folder, data)
     data.rounds = recrawl_rounds(folder, data.stats)
+    refused = set()   # each refused URL once, also in a rejected.txt written before that was so
     for f in data_fields(folder / REJECTED):
-        if len(f) >= 2:
+        if len(f) >= 2 and (key := refusal_key("\t".join(f[:2]))) not in refused:
+            refused.add(key)
             data.rejected[_rejection_reason(f[1])] += 1
     for f in data_fields(folder / DUPLICATES):
         kind = f[1].strip() if len(f) > 1 else ""

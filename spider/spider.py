@@ -360,6 +360,9 @@ class Spider:
                 return fields
         report = self.add_links_to_queue(claim.url, page.links, entry.depth, base,
                                          nofollow_page=page.meta_nofollow)
+        if page.dropped:   # --max-links cut this page's links: say so, once per page
+            self.store.log("rejected", rejected_line(
+                claim.url, f"max-links: {page.dropped} links not followed", claim.url))
         # What this page links to, for recrawl's "no longer linked from anywhere" (inactive).
         # Also how many links were new and how many already known (counted, not logged).
         self.store.log("links", f"{claim.url}\t{report.added}\t{report.duplicates}\t"

@@ -13,7 +13,7 @@ from .crawl import RUNNING
 from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
-from .records import data_fields, first_field, is_redirect_hop, utc_stamp
+from .records import data_fields, first_field, is_redirect_hop, refusal_key, refusal_rule, utc_stamp
 from .census import top_patterns
 from .export import final_statuses
 from .stats import RUN_GAP, Round, StatsRow, alarm_from_rows, discovery_ratio, read_stats, recrawl_rounds
@@ -86,11 +86,13 @@ def report(folder: Path, name: str) -> str:
         bump(url, "in flight")
     rechecks += sum(1 for q in store.in_flight_lines().values() if q.rstrip("\n").endswith("\trecheck"))
     rejected: Counter[str] = Counter()
+    refused = set()   # each refused URL once, also in a rejected.txt written before that was so
     for line in _lines(folder / REJECTED):
+        if (key := refusal_key(line)) in refused:
+            continue
+        refused.add(key)
         fields = line.split("\t")
-        reason = fields[1] if len(fields) > 1 else "?"
-        rejected[reason.split(":")[0] if reason.startswith(("queue.txt", "crawled.txt", "failed.txt"))
-                 else reason] += 1
+        rejected[refusal_rule(fields[1]) if len(fields) > 1 else "?"] += 1
 
     running = running_state(folder)
     stale = c.in_flight and not running.startswith("yes")
