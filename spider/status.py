@@ -13,6 +13,7 @@ from .crawl import RUNNING
 from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
+from .broken import broken_links
 from .records import data_fields, first_field, is_redirect_hop, refusal_key, refusal_rule, utc_stamp
 from .census import top_patterns
 from .export import final_statuses
@@ -24,6 +25,7 @@ from .urls import host_key
 
 TOP_HOSTS = 10
 TOP_PATTERNS = 5
+TOP_BROKEN = 10   # broken links shown by status
 RECENT_SECONDS = 30.0
 
 
@@ -120,6 +122,7 @@ def report(folder: Path, name: str) -> str:
     rows = read_stats(folder)
     out += _selection_lines(folder, c, total_bytes, pending_urls, rows, live)
     out += _freshness_lines(folder, c.crawled, name, rows)
+    out += _broken_lines(folder) if failures else []
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -154,6 +157,18 @@ def report(folder: Path, name: str) -> str:
         if len(ranked) > len(shown):
             out.append(f"... and {len(ranked) - len(shown)} more hosts")
     return "\n".join(out)
+
+
+def _broken_lines(folder: Path) -> list[str]:
+    """The failed URLs most linked to, each with how many pages link to it and one of them."""
+    broken = broken_links(folder)
+    out = [f"broken    {plural(len(broken), 'failed URL')}"
+           + (f", the {TOP_BROKEN} most linked to:" if len(broken) > TOP_BROKEN else ":")]
+    for b in broken[:TOP_BROKEN]:
+        n = len(b.referrers)
+        linked = f"linked from {plural(n, 'page')}" + (f", e.g. {b.referrers[0]}" if n else "")
+        out.append(f"          {b.reason[:24]:24} {b.url}  ({linked})")
+    return out
 
 
 def _freshness_lines(folder: Path, crawled: int, name: str, rows: list[StatsRow]) -> list[str]:

@@ -45,3 +45,63 @@ def test_a_refused_url_is_logged_once_by_all_workers_and_runs(site, projects_dir
     assert len(data_lines(folder / "crawled.txt")) == 21
     assert [f[0] for f in data_lines(folder / "rejected.txt")] == [off_site]
     assert status_numbers(ok(cli(projects_dir, "status", "once")).stdout)["rejected"] == 1
+
+
+def _export(projects: Path, name: str) -> dict[str, dict]:
+    out = ok(cli(projects, "export", name, "--format", "jsonl")).stdout
+    return {r["url"]: r for r in map(json.loads, out.splitlines())}
+
+
+def test_an_error_response_is_exported_with_its_type_and_declared_size(site, projects_dir: Path) -> None:
+    gone = "<html><body>nothing here, sorry</body></html>"
+    site.route("/", body=links("/gone"))
+    site.route("/gone", status=404, body=gone)
+    ok(crawl(projects_dir, "e404", site.url("/"), workers=1))
+    rec = _export(projects_dir, "e404")[site.url("/gone")]
+    assert (rec["status"], rec["state"], rec["content_type"], rec["bytes"]) == (404, "failed", "text/html", len(gone))
+    [line] = data_lines(projects_dir / "e404" / "failed.txt")
+    assert line[4:] == ["text/html", str(len(gone)), site.url("/")]   # new fields at the end
+
+
+def test_failed_lines_written_before_the_new_fields_still_read(site, projects_dir: Path) -> None:
+    site.route("/", body="<p>home</p>")
+    ok(crawl(projects_dir, "old", site.url("/"), workers=1))
+    folder = projects_dir / "old"
+    with open(folder / "failed.txt", "a", encoding="utf-8") as f:
+        f.write(f"{site.url('/x')}\t404\t1\t2026-01-01T00:00:00Z\n{site.url('/y')}\ttimeout\n")
+    ok(crawl(projects_dir, "old", workers=1))   # recovery keeps both lines
+    recs = _export(projects_dir, "old")
+    assert recs[site.url("/x")]["status"] == 404 and recs[site.url("/x")]["bytes"] is None
+    assert recs[site.url("/y")]["state"] == "failed"
+    assert len(data_lines(folder / "failed.txt")) == 2
+
+
+def test_broken_links_are_shown_with_the_pages_linking_to_them(site, projects_dir: Path) -> None:
+    site.route("/", body=links(*(f"/p{i}" for i in range(5)), "/gone"))
+    for i in range(5):
+        site.route(f"/p{i}", body=links("/gone", "/") + f"<p>page {i}</p>")
+    site.route("/p0", body=links("/gone", "/missing") + "<p>page 0</p>")
+    site.route("/gone", status=404, body="no")
+    site.route("/missing", status=410, body="gone for good")
+    ok(crawl(projects_dir, "bl", site.url("/"), workers=1))
+    folder, gone = projects_dir / "bl", site.url("/gone")
+    failed = {f[0]: f for f in data_lines(folder / "failed.txt")}
+    assert failed[gone][6] == site.url("/") and failed[site.url("/missing")][6] == site.url("/p0")
+
+    status = ok(cli(projects_dir, "status", "bl")).stdout
+    assert "broken    2 failed URLs:" in status, status
+    lines = status.splitlines()
+    first = lines.index("broken    2 failed URLs:") + 1
+    assert gone in lines[first] and "linked from 6 pages, e.g. " + site.url("/") in lines[first], status
+    assert site.url("/missing") in lines[first + 1] and "linked from 1 page, e.g. " in lines[first + 1]
+
+    ok(cli(projects_dir, "report", "bl"))
+    html = (folder / "report.html").read_text(encoding="utf-8")
+    assert "Broken links" in html and gone in html
+
+    recs = _export(projects_dir, "bl")
+    assert sorted(recs[gone]["referrers"]) == sorted([site.url("/")] + [site.url(f"/p{i}") for i in range(5)])
+    assert recs[site.url("/missing")]["referrers"] == [site.url("/p0")]
+    assert recs[site.url("/")]["referrers"] is None
+    csv = ok(cli(projects_dir, "export", "bl", "--format", "csv")).stdout.splitlines()
+    assert csv[0].endswith(",state,referrers")
