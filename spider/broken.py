@@ -13,11 +13,13 @@ read line by line.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from .records import data_fields
+from . import safefs
+from .records import QueueEntry, data_fields, is_data
 
 LINKS = "links.txt"
 
@@ -62,3 +64,46 @@ def broken_links(folder: Path) -> list[Broken]:
         out.append(Broken(url, reason, pages))
     out.sort(key=lambda b: -len(b.referrers))   # stable: file order among equals
     return out
+
+
+def requeue_failed(folder: Path) -> int:
+    """``recrawl --failed``: move every failed URL back to the queue, to be fetched again (a 404
+    the site has fixed since). Returns how many URLs were queued.
+
+    Each URL of failed.txt becomes a queue line (its depth, no attempts spent, its source page),
+    appended to queue.txt and synced; then failed.txt is rewritten atomically without those
+    lines, as recovery moves lines. A kill in between leaves a URL both queued and failed: the
+    next start keeps it failed (nothing is lost; run ``recrawl --failed`` again). A URL that is
+    also in crawled.txt (a hand edit) stays as it is. Caller holds crawl.lock."""
+    from .frontier.files import CRAWLED, FAILED, HEADERS, QUEUE, _end_last_line
+
+    folder = Path(folder)
+    crawled = {f[0].strip() for f in data_fields(folder / CRAWLED)}
+    queued: dict[str, QueueEntry] = {}
+    kept: list[str] = []
+    try:
+        with open(folder / FAILED, encoding="utf-8", errors="replace", newline="") as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        return 0
+    for line in lines:
+        fields = line.rstrip("\r\n").split("\t")
+        url = fields[0].strip().removeprefix("\ufeff")
+        if not (is_data(line) and line.endswith("\n") and url.startswith(("http://", "https://"))
+                and url not in crawled):
+            kept.append(line)   # header, comments, a torn last line: recovery's business
+            continue
+        depth = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0
+        source = fields[6].strip() if len(fields) > 6 and fields[6].strip() else "-"
+        queued.setdefault(url, QueueEntry(url, depth, 0, 0.0, source))
+    if not queued:
+        return 0
+    _end_last_line(folder / QUEUE)
+    fd = safefs.open_append(folder / QUEUE)
+    try:
+        safefs.write_whole(fd, "".join(e.line() for e in queued.values()).encode("utf-8"), folder / QUEUE)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    safefs.atomic_write(folder / FAILED, "".join(kept) or HEADERS[FAILED])
+    return len(queued)

@@ -105,3 +105,21 @@ def test_broken_links_are_shown_with_the_pages_linking_to_them(site, projects_di
     assert recs[site.url("/")]["referrers"] is None
     csv = ok(cli(projects_dir, "export", "bl", "--format", "csv")).stdout.splitlines()
     assert csv[0].endswith(",state,referrers")
+
+
+def test_recrawl_failed_fetches_a_fixed_404_again(site, projects_dir: Path) -> None:
+    site.route("/", body=links("/fixed", "/still", "/a"))
+    site.route("/a", body="<p>a</p>")
+    site.route("/fixed", status=404, body="not yet")
+    site.route("/still", status=404, body="never")
+    ok(crawl(projects_dir, "rf", site.url("/"), workers=1))
+    folder = projects_dir / "rf"
+    assert sorted(urls for urls, *_ in data_lines(folder / "failed.txt")) == [site.url("/fixed"), site.url("/still")]
+    site.route("/fixed", body="<p>there now</p>")
+    out = ok(cli(projects_dir, "recrawl", "rf", "--failed", "--delay", "0"))
+    assert "2 failed URLs queued again" in out.stdout + out.stderr
+    assert [f[0] for f in data_lines(folder / "failed.txt")] == [site.url("/still")]   # failed again, once
+    recs = _export(projects_dir, "rf")
+    assert (recs[site.url("/fixed")]["status"], recs[site.url("/fixed")]["state"]) == (200, "crawled")
+    assert site.hits["/fixed"] == 2 and site.hits["/a"] == 1   # only failed URLs fetched again
+    assert status_numbers(ok(cli(projects_dir, "status", "rf")).stdout)["failed"] == 1
