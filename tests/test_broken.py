@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from spider.config import CrawlConfig
+from spider.report import load
 from test_cli import cli, crawl, data_lines, links, ok, status_numbers
 
 
@@ -123,3 +124,14 @@ def test_recrawl_failed_fetches_a_fixed_404_again(site, projects_dir: Path) -> N
     assert (recs[site.url("/fixed")]["status"], recs[site.url("/fixed")]["state"]) == (200, "crawled")
     assert site.hits["/fixed"] == 2 and site.hits["/a"] == 1   # only failed URLs fetched again
     assert status_numbers(ok(cli(projects_dir, "status", "rf")).stdout)["failed"] == 1
+
+
+def test_status_and_report_count_a_url_repeated_by_an_older_version_once(site, projects_dir: Path) -> None:
+    site.route("/", body="<p>home</p>")
+    ok(crawl(projects_dir, "rep", site.url("/"), workers=1))
+    folder = projects_dir / "rep"
+    with open(folder / "rejected.txt", "a", encoding="utf-8") as f:   # as 4 workers and a resume wrote it
+        f.write("".join(f"http://elsewhere.test/x\tscope\t{site.url('/')}\n" for _ in range(5)))
+    assert status_numbers(ok(cli(projects_dir, "status", "rep")).stdout)["rejected"] == 1
+    ok(cli(projects_dir, "report", "rep"))
+    assert sum(load(folder).rejected.values()) == 1
