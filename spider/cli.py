@@ -179,7 +179,7 @@ CRAWL_OPTIONS = [
     click.option("--max-bytes", type=Number("max_bytes"), help="Body size cap, after decompression.  [default: 10 MiB]"),
     click.option("--max-attempts", type=Number("max_attempts"), help="Attempts for transient failures.  [default: 3]"),
     click.option("--max-redirects", type=Number("max_redirects"), help="[default: 10]"),
-    click.option("--max-links", type=Number("max_links"), help="Links taken from one page.  [default: 5000]"),
+    click.option("--max-links", type=Number("max_links"), help="Links taken from one page (the rest: a max-links line in rejected.txt).  [default: 100000]"),
     click.option("--max-pages-per-host", type=Number("max_pages_per_host"),
                  help="Admit at most N URLs of one host (refused ones: rejected.txt, 'host budget')."),
     click.option("--max-delay", type=Number("max_delay"), metavar="SECONDS",
@@ -246,10 +246,14 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str
 @main.command()
 @click.argument("name")
 @click.option("--all", "everything", is_flag=True, help="Check every crawled page now, due or not.")
+@click.option("--failed", "failed", is_flag=True,
+              help="Fetch every failed URL again (moved from failed.txt back to the queue); "
+                   "only those, unless --all is given too.")
 @crawl_options
 @projects_dir_option
 @store_option
-def recrawl(name: str, everything: bool, projects_dir: Path, store: str | None, **options: Any) -> None:
+def recrawl(name: str, everything: bool, failed: bool, projects_dir: Path, store: str | None,
+            **options: Any) -> None:
     """Fetch again the crawled pages of NAME that are due (or --all), with conditional requests.
 
     Same workers, politeness and options as crawl. A 304 costs no parse; a changed page's new
@@ -258,7 +262,8 @@ def recrawl(name: str, everything: bool, projects_dir: Path, store: str | None, 
     folder = project_folder(projects_dir, name)
     if not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
-    _crawl(name, (), projects_dir, options, recheck="all" if everything else "due")
+    _crawl(name, (), projects_dir, options, recheck="all" if everything else None if failed else "due",
+           refetch_failed=failed)
 
 
 @main.command()
@@ -366,7 +371,7 @@ def _config(folder: Path, seeds: tuple[str, ...], options: dict[str, Any],
 
 
 def _crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: dict[str, Any],
-           recheck: str | None = None) -> None:
+           recheck: str | None = None, refetch_failed: bool = False) -> None:
     folder = project_folder(projects_dir, name)
     seeds = parse_start_urls(start_urls)
     if not (folder / settings.SETTINGS).exists() and not seeds:
@@ -374,7 +379,7 @@ def _crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: 
                                "give at least one START_URL to create it")
     sitemaps = bool(options.pop("use_sitemaps", False))
     config = _config(folder, seeds, options)
-    run(folder, config, seeds, recheck=recheck, sitemaps=sitemaps)
+    run(folder, config, seeds, recheck=recheck, sitemaps=sitemaps, refetch_failed=refetch_failed)
 
 
 def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: dict[str, Any],
@@ -407,11 +412,13 @@ def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, 
 
 
 def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
-        after: Callable[[], None] | None = None, recheck: str | None = None, sitemaps: bool = False) -> None:
+        after: Callable[[], None] | None = None, recheck: str | None = None, sitemaps: bool = False,
+        refetch_failed: bool = False) -> None:
     """Create or update the project folder, then crawl; exit with the crawl's code."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        code = Crawl(folder, config, seeds=seeds, recheck=recheck, sitemaps=sitemaps).run()
+        code = Crawl(folder, config, seeds=seeds, recheck=recheck, sitemaps=sitemaps,
+                     refetch_failed=refetch_failed).run()
     except (CrawlError, StoreError) as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:

@@ -45,7 +45,7 @@ class CrawlConfig:
     max_bytes: int = 10 * 1024 * 1024
     max_attempts: int = 3
     max_redirects: int = 10
-    max_links: int = 5000          # links taken from one page
+    max_links: int = 100_000       # links taken from one page (the rest: one max-links line in rejected.txt)
     ignore_robots: bool = False
     follow_nofollow: bool = False  # follow rel="nofollow" links and pages with meta robots nofollow
     auto_throttle: bool = False    # delay follows each host's latency, within [delay, max_delay]

@@ -95,9 +95,10 @@ class Crawl:
 
     def __init__(self, folder: Path, config: CrawlConfig, *, seeds: tuple[str, ...] = (),
                  out: TextIO = sys.stderr, status_every: float | None = None,
-                 recheck: str | None = None, sitemaps: bool = False) -> None:
+                 recheck: str | None = None, sitemaps: bool = False, refetch_failed: bool = False) -> None:
         self.folder = Path(folder)
         self.recheck = recheck       # "due" or "all": a recrawl run queues crawled pages to check
+        self.refetch_failed = refetch_failed   # recrawl --failed: failed URLs go back to the queue
         self.sitemaps = sitemaps     # seed from the in-scope hosts' sitemaps before crawling
         self.config = config
         self.new_seeds = seeds
@@ -213,6 +214,9 @@ class Crawl:
 
     def _run(self) -> int:
         cfg = self.config
+        if self.refetch_failed:   # before the store reads the files: they then agree
+            from .broken import requeue_failed
+            self._say(f"recrawl: {plural(requeue_failed(self.folder), 'failed URL')} queued again")
         store = self._open()
         if self.sitemaps:
             self._seed_from_sitemaps(store)

@@ -12,8 +12,10 @@ fields ``FIELDS``, in that order:
 |                | failed.txt reason that is a status (``404``); overridden by the latest    |
 |                | recrawl check (``304`` when unchanged); null when no response came        |
 |                | (``timeout after 3 attempts``, a check with status ``-``)                 |
-| content_type   | crawled.txt, or the latest check that fetched a new version (see below)   |
-| bytes          | the body size received (integer), same source; null for failed URLs       |
+| content_type   | crawled.txt, or the latest check that fetched a new version (see below);  |
+|                | for a failed URL, its error response's type (null when none came)         |
+| bytes          | the body size received (integer), same source; for a failed URL, the      |
+|                | declared Content-Length of its error response (failed.txt's 7-field lines)|
 | depth          | crawled.txt / failed.txt (integer, 0 at a seed)                           |
 | fetched_at     | ISO 8601 UTC of the last fetch: the line's time, or the latest check's    |
 | title          | crawled.txt (11-field lines), same source as content_type                 |
@@ -21,6 +23,9 @@ fields ``FIELDS``, in that order:
 | canonical      | crawled.txt (11-field lines), same source as content_type                 |
 | outlinks       | crawled.txt (11-field lines), same source: links taken from the page      |
 | state          | ``crawled``, ``failed``, ``removed`` or ``inactive`` (see below)          |
+| referrers      | for a failed URL, the pages linking to it (``broken.referrers``: links.txt,|
+|                | else failed.txt's source): a JSON list, space-separated in CSV; null for   |
+|                | other records                                                             |
 
 A field written ``-`` (or left empty) in a file is null in JSONL and an empty cell in CSV;
 ``status``, ``bytes``, ``depth`` and ``outlinks`` are JSON integers. Text goes out as the files
@@ -82,12 +87,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
+from .broken import referrers
 from .records import safe_text
 from .recrawl import BODY_FIELDS
 from .frontier.seen import SeenSet
 
 FIELDS = ("url", "final_url", "status", "content_type", "bytes", "depth", "fetched_at", "title",
-          "content_hash", "canonical", "outlinks", "state")
+          "content_hash", "canonical", "outlinks", "state", "referrers")
 FORMATS = ("jsonl", "csv")
 STATES = ("crawled", "failed", "removed", "inactive")
 
@@ -233,21 +239,23 @@ def _parse_crawled(line: str) -> dict:
             "bytes": _opt_int(f[3]), "depth": _opt_int(f[4]), "fetched_at": _opt_stamp(f[5]),
             "title": _opt(f[10]) if long else None, "content_hash": _opt(f[7]) if long else None,
             "canonical": _opt(f[8]) if long else None, "outlinks": _opt_int(f[9]) if long else None,
-            "state": "crawled"}
+            "state": "crawled", "referrers": None}
 
 
 def _parse_failed(line: str) -> dict:
     """A failed.txt line (URL, reason, depth, fetched_at) as a record; a reason that is a status
     (``404``) is the status, any other reason (``timeout after 3 attempts``) means no status."""
     f = _fields(line)
-    if not 2 <= len(f) <= 4:   # URL and reason, as the format says; the crawler adds depth and time
-        raise ValueError(f"{len(f)} fields (expected 2 to 4)")
-    f += ["-"] * (4 - len(f))
+    if not 2 <= len(f) <= 4 and len(f) != 7:   # URL and reason, as the format says; the crawler
+        # adds depth and time, and now content type, declared bytes and source
+        raise ValueError(f"{len(f)} fields (expected 2 to 4, or 7)")
+    f += ["-"] * (7 - len(f))
     if not f[1]:
         raise ValueError("no reason")
     return {"url": _url(f[0]), "final_url": None, "status": int(f[1]) if _STATUS.fullmatch(f[1]) else None,
-            "content_type": None, "bytes": None, "depth": _opt_int(f[2]), "fetched_at": _opt_stamp(f[3]),
-            "title": None, "content_hash": None, "canonical": None, "outlinks": None, "state": "failed"}
+            "content_type": _opt(f[4]), "bytes": _opt_int(f[5]), "depth": _opt_int(f[2]),
+            "fetched_at": _opt_stamp(f[3]), "title": None, "content_hash": None, "canonical": None,
+            "outlinks": None, "state": "failed", "referrers": [f[6]] if f[6] not in ("", "-") else []}
 
 
 _SOURCES = ((CRAWLED, _parse_crawled), (FAILED, _parse_failed))
@@ -407,6 +415,7 @@ def _records(folder: Path, skipped: Skipped) -> Iterator[dict]:
     sizes = tuple(_size(folder / name) for name, _ in _SOURCES)
     repeated = _repeated_urls(folder, sizes)
     winners = _winners(folder, sizes, repeated) if repeated else {}
+    refs = referrers(folder, (line.split("\t", 1)[0].strip() for _, line in _lines(folder / FAILED, sizes[1])))
     for idx, (name, parse) in enumerate(_SOURCES):
         for no, line in _lines(folder / name, sizes[idx]):
             try:
@@ -417,6 +426,8 @@ def _records(folder: Path, skipped: Skipped) -> Iterator[dict]:
             url = rec["url"]
             if winners and winners.get(url, (idx, no)) != (idx, no):
                 continue
+            if refs.get(url) and rec["state"] == "failed":
+                rec["referrers"] = refs[url]
             yield _apply(rec, checks.get(url), removed.get(url))
 
 
@@ -436,7 +447,8 @@ _FORMULA = ("=", "+", "-", "@", "\t", "\r")   # OWASP, CSV Injection: what start
 
 
 def _safe(rec: dict) -> dict:
-    return {k: safe_text(v) if isinstance(v, str) else v for k, v in rec.items()}
+    return {k: safe_text(v) if isinstance(v, str) else [safe_text(x) for x in v] if isinstance(v, list) else v
+            for k, v in rec.items()}
 
 
 def csv_cell(value: object) -> object:
@@ -447,6 +459,8 @@ def csv_cell(value: object) -> object:
     """
     if value is None:
         return ""
+    if isinstance(value, list):   # referrers: URLs, space-separated
+        value = " ".join(value)
     if not isinstance(value, str):
         return value
     text = safe_text(value)

@@ -155,6 +155,7 @@ class ParsedPage:
     meta_noindex: bool = False
     text_hash: str | None = None
     truncated: bool = False
+    dropped: int = 0   # links past max_links, not in ``links``
 
 
 def _codec_for(label: str | bytes | None, *, from_document: bool) -> str | None:
@@ -379,6 +380,7 @@ class LinkFinder:
             meta_noindex=meta_noindex,
             text_hash=self._text_hash(root, title) if self._want_hash else None,
             truncated=n_links > max_links,
+            dropped=max(0, n_links - max_links),
         )
 
     @staticmethod

@@ -17,7 +17,9 @@ line format or reach a terminal that shows the file (``cat crawled.txt``):
 | queue.txt    | depth, attempts, not_before (unix time), source page, [kind]       |
 | crawled.txt  | status, content type, bytes, depth, fetched_at (UTC), final URL,   |
 |              | text hash, canonical URL, outlinks, title (HTML pages; else ``-``) |
-| failed.txt   | reason, depth, fetched_at (UTC)                                    |
+| failed.txt   | reason, depth, fetched_at (UTC), [content type, bytes (declared),  |
+|              | source page]: the response's type and Content-Length for an error  |
+|              | status (``-`` when none came), the page that first linked to it    |
 | rejected.txt | reason, source page (``-`` for a seed or a hand-written line)       |
 """
 
@@ -35,7 +37,7 @@ KINDS = ("-", "recheck")
 CRAWLED_HEADER = ("# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_url"
                   "\tcontent_hash\tcanonical\toutlinks\ttitle\n")
 MAX_TITLE = 300   # characters of a page title kept in crawled.txt
-FAILED_HEADER = "# url\treason\tdepth\tfetched_at\n"
+FAILED_HEADER = "# url\treason\tdepth\tfetched_at\t[content_type\tbytes\tsource]\n"
 REJECTED_HEADER = "# url_or_line\treason\tsource\n"
 
 # TAB and every character str.splitlines() treats as a line break: a space.
@@ -148,12 +150,37 @@ def duplicate_line(url: str, kind: str, of_url: str) -> str:
     return f"{url}\t{kind}\t{clean(of_url)}\n"
 
 
-def failed_line(url: str, reason: str, depth: int, fetched_at: float) -> str:
-    return f"{url}\t{clean(reason)}\t{depth}\t{utc_stamp(fetched_at)}\n"
+def failed_line(url: str, reason: str, depth: int, fetched_at: float, content_type: str | None = None,
+                size: int | None = None, source: str | None = None) -> str:
+    """A failed.txt line; the last three fields (what an error response said it sent, and the
+    page that first linked to the URL) are written when any is known (``-`` for the others)."""
+    line = f"{url}\t{clean(reason)}\t{depth}\t{utc_stamp(fetched_at)}"
+    if content_type is not None or size is not None or source is not None:
+        line += f"\t{clean(content_type or '-')}\t{'-' if size is None else size}\t{clean(source or '-')}"
+    return line + "\n"
 
 
 def rejected_line(url_or_line: str, reason: str, source: str = "-") -> str:
     return f"{clean(url_or_line)}\t{clean(reason)}\t{clean(source)}\n"
+
+
+def refusal_key(line: str) -> str:
+    """What makes a rejected.txt line a repeat of another: its URL; for a ``max-links`` line
+    (a page whose links were cut), the page URL and the rule, so it is not taken for a refusal
+    of that page itself."""
+    url, _, rest = line.partition("\t")
+    url = url.strip().removeprefix("\ufeff")
+    return url + "\tmax-links" if rest.startswith("max-links") else url
+
+
+def refusal_rule(reason: str) -> str:
+    """The rule of a rejected.txt reason, for counts by rule: ``max-links: 12 links not followed``
+    is ``max-links``; a line moved out of a state file (``queue.txt:7: not an absolute URL``)
+    counts under its file name."""
+    reason = reason.strip()
+    if reason.startswith(("queue.txt:", "crawled.txt:", "failed.txt:", "max-links:")):
+        return reason.split(":", 1)[0]
+    return reason or "?"
 
 
 def data_fields(path: Path) -> Iterator[list[str]]:

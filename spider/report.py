@@ -25,7 +25,8 @@ from typing import Callable, Iterator, Optional, Sequence
 from urllib.parse import urlsplit
 
 from .census import top_patterns
-from .records import data_fields
+from .broken import Broken, broken_links
+from .records import data_fields, refusal_key, refusal_rule
 from .stats import (RUN_GAP, Round, StatsRow, alarm_from_rows, crawl_seconds, discovery_ratio,
                     pages_per_second, read_stats, recrawl_rounds, runs)
 from .frontier.files import FileStore
@@ -43,6 +44,7 @@ GAP = RUN_GAP
 FETCH_LOG = "fetch.log"
 TOP_PAGES = 10      # rows in the largest / slowest pages tables
 TOP_FAILURES = 100  # rows in the failures table (the rest are counted)
+BROKEN_PAGES = 3    # linking pages named per broken link in the report
 BUCKETS = 120       # rate charts average over at most this many time slices
 MAX_POINTS = 600    # the frontier line is thinned to at most this many points
 TOP_N = 12          # bars in the pattern / reason charts
@@ -86,6 +88,7 @@ class ReportData:
     slowest: list[tuple[str, int]] = field(default_factory=list)   # (URL, ms) from fetch.log
     failures: list[tuple[str, str, str, str]] = field(default_factory=list)   # URL, reason, depth, when
     rounds: list[Round] = field(default_factory=list)              # recrawl checks, one per run
+    broken: list[Broken] = field(default_factory=list)             # failed URLs, most linked first
 
 
 def _int(text: str, default: int = 0) -> int:
@@ -191,9 +194,7 @@ class _Top:
 
 def _rejection_reason(reason: str) -> str:
     """Group 'queue.txt:7: not an absolute URL' and the like under the file name."""
-    if reason.startswith(("queue.txt:", "crawled.txt:", "failed.txt:")):
-        return reason.split(":", 1)[0]
-    return reason.strip() or "?"
+    return refusal_rule(reason)
 
 
 def _pending_urls(store: FileStore) -> Iterator[str]:
@@ -226,8 +227,11 @@ def load(folder: Path, *, now: Optional[float] = None) -> ReportData:
     _read_statuses(folder, data)
     _read_fetch_log(folder, data)
     data.rounds = recrawl_rounds(folder, data.stats)
+    data.broken = broken_links(folder)
+    refused = set()   # each refused URL once, also in a rejected.txt written before that was so
     for f in data_fields(folder / REJECTED):
-        if len(f) >= 2:
+        if len(f) >= 2 and (key := refusal_key("\t".join(f[:2]))) not in refused:
+            refused.add(key)
             data.rejected[_rejection_reason(f[1])] += 1
     for f in data_fields(folder / DUPLICATES):
         kind = f[1].strip() if len(f) > 1 else ""
@@ -776,7 +780,18 @@ def page_tables(data: ReportData) -> str:
     failures = _table("Failures (failed.txt)", ["URL", "reason", "depth", "when (UTC)"], data.failures,
                       numeric=[2], empty="nothing failed",
                       note=f"... and {fmt_int(left)} more: see failed.txt" if left > 0 else "")
-    return f'<div class="grid">{largest}{slowest}</div>{failures}'
+    return f'<div class="grid">{largest}{slowest}</div>{broken_table(data.broken)}{failures}'
+
+
+def broken_table(broken: Sequence[Broken]) -> str:
+    """Every failed URL (the TOP_FAILURES most linked to) with the pages that link to it."""
+    rows = [(b.url, b.reason, fmt_int(len(b.referrers)),
+             " ".join(b.referrers[:BROKEN_PAGES]) + (" ..." if len(b.referrers) > BROKEN_PAGES else ""))
+            for b in broken[:TOP_FAILURES]]
+    left = len(broken) - len(rows)
+    return _table("Broken links: failed URLs and the pages linking to them (failed.txt, links.txt)",
+                  ["URL", "reason", "linked from", "pages (the first few)"], rows, numeric=[2],
+                  note=f"... and {fmt_int(left)} more: see failed.txt" if left > 0 else "")
 
 
 def _depth_items(depths: Counter[int]) -> list[tuple[str, int]]:

@@ -202,9 +202,7 @@ class Spider:
         host = host_key(claim.url)
         rules, fetched = self.robots.get(host, lambda previous: self._fetch_robots(claim.url, previous))
         if rules.mode == "disallow-all" and rules.attempts >= self.config.max_attempts:
-            self.store.settle(claim, "failed", record=failed_line(
-                claim.url, f"robots.txt unavailable after {rules.attempts} attempts", claim.entry.depth,
-                self.clock()))
+            self._fail(claim, f"robots.txt unavailable after {rules.attempts} attempts", self.clock())
             return None
         if rules.mode == "disallow-all":   # RFC 9309: a server error means disallow all, for now
             until = rules.fresh_until if not fetched else max(rules.fresh_until, self.clock())
@@ -310,14 +308,13 @@ class Spider:
             why = ("redirect loop" if loc.startswith("#") else
                    "redirect to a non-http URL" if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", loc)
                    and not loc.lower().startswith(("http:", "https:")) else "redirect to an invalid URL")
-            self.store.settle(claim, "failed", record=failed_line(claim.url, why, entry.depth, now))
+            self._fail(claim, why, now, resp)
             return None
         if target in chain:
-            self.store.settle(claim, "failed", record=failed_line(claim.url, "redirect loop", entry.depth, now))
+            self._fail(claim, "redirect loop", now, resp)
             return None
         if len(chain) > self.config.max_redirects:
-            self.store.settle(claim, "failed", record=failed_line(
-                claim.url, f"more than {self.config.max_redirects} redirects", entry.depth, now))
+            self._fail(claim, f"more than {self.config.max_redirects} redirects", now, resp)
             return None
         reason = self.admission.check(target, entry.depth)
         if reason:
@@ -346,7 +343,14 @@ class Spider:
         elif v is Verdict.RETRY:
             self.store.settle(claim, "retry", requeue=_again(entry, outcome, now))
         else:
-            self.store.settle(claim, "failed", record=failed_line(claim.url, outcome.reason, entry.depth, now))
+            self._fail(claim, outcome.reason, now, result if isinstance(result, Response) else None)
+
+    def _fail(self, claim: Claim, reason: str, now: float, resp: Response | None = None) -> None:
+        """Record a URL as failed: with what an error response said it sent (its type and
+        declared size) and the page that first linked to it (the broken-links view)."""
+        self.store.settle(claim, "failed", record=failed_line(
+            claim.url, reason, claim.entry.depth, now, None if resp is None else resp.content_type or "-",
+            None if resp is None else resp.size, claim.entry.source))
 
     def _take_page(self, claim: Claim, result: Response) -> dict:
         """Parse an HTML page and queue its links, unless it is a copy of a page already seen:
@@ -374,6 +378,9 @@ class Spider:
                 return fields
         report = self.add_links_to_queue(claim.url, page.links, entry.depth, base,
                                          nofollow_page=page.meta_nofollow)
+        if page.dropped:   # --max-links cut this page's links: say so, once per page
+            self.store.log("rejected", rejected_line(
+                claim.url, f"max-links: {page.dropped} links not followed", claim.url))
         # What this page links to, for recrawl's "no longer linked from anywhere" (inactive).
         # Also how many links were new and how many already known (counted, not logged).
         self.store.log("links", f"{claim.url}\t{report.added}\t{report.duplicates}\t"

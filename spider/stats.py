@@ -170,6 +170,8 @@ class StatsRecorder:
                 reason = f[1].strip() if len(f) > 1 else "-"
                 if reason.startswith("bad queue line") or ".txt:" in reason:
                     reason = "bad line"
+                elif reason.startswith("max-links:"):
+                    reason = "max-links"
                 self.rejected[reason] = self.rejected.get(reason, 0) + 1
         self.duplicates += sum(1 for line in self._tails["duplicates.txt"].lines() if is_data(line))
         self.checked += sum(1 for line in self._tails["checks.txt"].lines() if is_data(line))

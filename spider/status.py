@@ -13,7 +13,8 @@ from .crawl import RUNNING
 from .config import DEFAULT_USER_AGENT
 from .politeness import effective_delay
 from .robots import RobotsCache, product_token
-from .records import data_fields, first_field, is_redirect_hop, utc_stamp
+from .broken import broken_links
+from .records import data_fields, first_field, is_redirect_hop, refusal_key, refusal_rule, utc_stamp
 from .census import top_patterns
 from .export import final_statuses
 from .stats import RUN_GAP, Round, StatsRow, alarm_from_rows, discovery_ratio, read_stats, recrawl_rounds
@@ -24,6 +25,7 @@ from .urls import host_key
 
 TOP_HOSTS = 10
 TOP_PATTERNS = 5
+TOP_BROKEN = 10   # broken links shown by status
 RECENT_SECONDS = 30.0
 
 
@@ -86,11 +88,13 @@ def report(folder: Path, name: str) -> str:
         bump(url, "in flight")
     rechecks += sum(1 for q in store.in_flight_lines().values() if q.rstrip("\n").endswith("\trecheck"))
     rejected: Counter[str] = Counter()
+    refused = set()   # each refused URL once, also in a rejected.txt written before that was so
     for line in _lines(folder / REJECTED):
+        if (key := refusal_key(line)) in refused:
+            continue
+        refused.add(key)
         fields = line.split("\t")
-        reason = fields[1] if len(fields) > 1 else "?"
-        rejected[reason.split(":")[0] if reason.startswith(("queue.txt", "crawled.txt", "failed.txt"))
-                 else reason] += 1
+        rejected[refusal_rule(fields[1]) if len(fields) > 1 else "?"] += 1
 
     running = running_state(folder)
     stale = c.in_flight and not running.startswith("yes")
@@ -118,6 +122,7 @@ def report(folder: Path, name: str) -> str:
     rows = read_stats(folder)
     out += _selection_lines(folder, c, total_bytes, pending_urls, rows, live)
     out += _freshness_lines(folder, c.crawled, name, rows)
+    out += _broken_lines(folder) if failures else []
     if hosts:
         now = time.time()
         robots = RobotsCache(folder)
@@ -152,6 +157,18 @@ def report(folder: Path, name: str) -> str:
         if len(ranked) > len(shown):
             out.append(f"... and {len(ranked) - len(shown)} more hosts")
     return "\n".join(out)
+
+
+def _broken_lines(folder: Path) -> list[str]:
+    """The failed URLs most linked to, each with how many pages link to it and one of them."""
+    broken = broken_links(folder)
+    out = [f"broken    {plural(len(broken), 'failed URL')}"
+           + (f", the {TOP_BROKEN} most linked to:" if len(broken) > TOP_BROKEN else ":")]
+    for b in broken[:TOP_BROKEN]:
+        n = len(b.referrers)
+        linked = f"linked from {plural(n, 'page')}" + (f", e.g. {b.referrers[0]}" if n else "")
+        out.append(f"          {b.reason[:24]:24} {b.url}  ({linked})")
+    return out
 
 
 def _freshness_lines(folder: Path, crawled: int, name: str, rows: list[StatsRow]) -> list[str]:

@@ -389,8 +389,10 @@ def test_crawl_creates_project_and_documented_file_formats(
     assert crawled[site.url("/moved")][1] == "301" and crawled[site.url("/moved")][6] == site.url("/a.html")
 
     failed = data_lines(folder / "failed.txt")
-    assert len(failed) == 1 and len(failed[0]) == 4
+    assert len(failed) == 1 and len(failed[0]) == 7
     assert failed[0][:3] == [site.url("/missing.html"), "404", "1"] and STAMP.match(failed[0][3])
+    # the error response's type and declared size, and the page that linked to it
+    assert failed[0][4] == "text/html" and failed[0][5].isdigit() and failed[0][6].startswith(site.url("/"))
 
     rejected = data_lines(folder / "rejected.txt")
     assert [other.url("/elsewhere.html"), "scope", site.url("/")] in rejected

@@ -103,7 +103,8 @@ def write_full_project(folder: Path) -> list[dict]:
              state: str = "crawled", final: str | None = None, canonical: str | None = None) -> dict:
         return {"url": url, "final_url": final, "status": status, "content_type": ctype, "bytes": size,
                 "depth": depth, "fetched_at": fetched, "title": title, "content_hash": chash,
-                "canonical": canonical, "outlinks": outlinks, "state": state}
+                "canonical": canonical, "outlinks": outlinks, "state": state,
+                "referrers": [] if state == "failed" else None}   # no links.txt, no source field
 
     return [
         page(f"{a}/", 200, "text/html; charset=utf-8", 1000, 0, at(0), CLEAN_TITLE, "h-home", 3),
@@ -128,12 +129,12 @@ def write_full_project(folder: Path) -> list[dict]:
 
 
 def as_csv_row(rec: dict) -> dict:
-    return {k: "" if v is None else str(v) for k, v in rec.items()}
+    return {k: "" if v is None else " ".join(v) if isinstance(v, list) else str(v) for k, v in rec.items()}
 
 
 def test_fields_are_the_contract() -> None:
     assert FIELDS == ("url", "final_url", "status", "content_type", "bytes", "depth", "fetched_at",
-                      "title", "content_hash", "canonical", "outlinks", "state")
+                      "title", "content_hash", "canonical", "outlinks", "state", "referrers")
 
 
 def test_jsonl_every_kind_of_line(tmp_path: Path) -> None:

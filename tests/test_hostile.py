@@ -99,12 +99,12 @@ def crawled(store: MemoryStore) -> dict[str, list[str]]:
 
 
 def failed(store: MemoryStore) -> dict[str, list[str]]:
-    """url -> reason, depth, fetched_at."""
+    """url -> reason, depth, fetched_at (content type, bytes and source follow on the crawler's lines)."""
     out = {}
     for line in store.failed:
         f = fields(line)
-        assert len(f) == 4, f
-        out[f[0]] = f[1:]
+        assert len(f) in (4, 7), f
+        out[f[0]] = f[1:4]
     return out
 
 
@@ -196,7 +196,7 @@ def urls_in(path: Path) -> list[str]:
     return [r[0] for r in rows(path)]
 
 
-FIELD_COUNTS = {"queue.txt": (5, 5), "crawled.txt": (7, 11), "failed.txt": (4, 4), "rejected.txt": (3, 3),
+FIELD_COUNTS = {"queue.txt": (5, 5), "crawled.txt": (7, 11), "failed.txt": (4, 7), "rejected.txt": (3, 3),
                 "fetch.log": (6, 6)}
 
 

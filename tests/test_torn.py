@@ -33,7 +33,7 @@ MAIN = str(Path(__file__).resolve().parent.parent / "main.py")
 NAME = "t"
 N_PAGES, N_GONE = 8, 3
 FIRST_BUDGET = 6          # "/", /gone/0, /gone/1 (404s), /p/0, /p/1, /p/2: some of each kind done
-FIELDS = {"crawled.txt": (7, 11), "failed.txt": (4,), "rejected.txt": (3,), "fetch.log": (6,)}
+FIELDS = {"crawled.txt": (7, 11), "failed.txt": (4, 7), "rejected.txt": (3,), "fetch.log": (6,)}
 REPORTED = ("crawled.txt", "failed.txt", "queue.txt", "hosts.txt")   # recovery checks these
 STATE_FILES = ("queue.txt", "crawled.txt", "failed.txt", "rejected.txt", "claims.txt", "hosts.txt",
                "fetch.log")

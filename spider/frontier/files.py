@@ -54,7 +54,7 @@ from .. import safefs
 from ..safefs import append_text, atomic_write, atomic_write_with   # the store's names for them
 from .contract import Claim, ClaimResult, Counts, StoreError, claim_limit, delayed_wait
 from ..records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEADER, QueueEntry,
-                      data_fields, first_field, is_data, is_redirect_hop, parse_queue_line, rejected_line)
+                      data_fields, first_field, is_data, is_redirect_hop, parse_queue_line, refusal_key, rejected_line)
 from ..politeness import HostState, parse_host_line
 from ..order import Frontier, Order
 from ..patterns import compile_pattern
@@ -231,6 +231,8 @@ class FileStore:
         self.from_view = False   # did open() load frontier.view instead of reading the files?
         self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
         self._over_budget = SeenSet()
+        self._rejects = _File(self.folder / REJECTED)   # read as others append: refused URLs logged once
+        self._refusals = SeenSet()   # the keys (``refusal_key``) of rejected.txt's lines
         self.warn: Callable[[str], None] = _warn   # says what the store did about a hand edit
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
@@ -806,8 +808,10 @@ class FileStore:
                 if cap is not None:
                     admitted[h] = admitted.get(h, 0) + 1
                 new.append(e)
+            over = self._fresh_refusals(over)
             if over:
                 append_text(self.folder / REJECTED, "".join(over))
+                self._fresh_refusals([])   # ours are in the set now
             if new:
                 self._queue.append("".join(e.line() for e in new))
                 self._read_queue()
@@ -945,8 +949,32 @@ class FileStore:
     def log(self, name: str, text: str) -> None:
         """Append whole lines to an append-only log (``LOGS``: rejected.txt, fetch.log, ...).
         One write call, no lock needed. The file stays open in this process (O_APPEND), since
-        a worker appends to three or four logs per page and opening costs more than writing."""
-        self._guard(self._log, name, text)
+        a worker appends to three or four logs per page and opening costs more than writing.
+
+        rejected.txt is the exception: a refused URL is logged once per crawl, whichever worker
+        of whichever run refuses it (``_fresh_refusals``), so its lines are written under the lock."""
+        self._guard(self._log_refusals if name == "rejected" else self._log, name, text)
+
+    def _log_refusals(self, name: str, text: str) -> None:
+        with self.lock:
+            fresh = self._fresh_refusals(text.splitlines(keepends=True))
+            if fresh:
+                _end_last_line(self.folder / REJECTED)
+                self._log(name, "".join(fresh))
+                self._fresh_refusals([])   # ours are in the set now
+
+    def _fresh_refusals(self, lines: list[str]) -> list[str]:
+        """The lines of ``lines`` whose URL (``refusal_key``) rejected.txt does not hold yet, as
+        any process of the crawl wrote it (read incrementally, as queue.txt is; caller holds
+        the lock). Cost per line: one fingerprint lookup; the file is read once per process."""
+        f = self._rejects
+        if f.reopen_if_replaced():
+            self._refusals = SeenSet()
+        add = self._refusals.add
+        for _off, end, line in f.read_new():
+            if line.endswith("\n") and is_data(line):
+                add(refusal_key(line))
+        return [line for line in lines if add(refusal_key(line))]
 
     def _log(self, name: str, text: str) -> None:
         if self._log_pid != os.getpid():   # a forked worker opens its own descriptors

@@ -358,7 +358,7 @@ def _repair_hosts(folder: Path, rep: Repair, rejected: list[str]) -> dict[str, H
 
 def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: SeenSet) -> None:
     """Collect the URLs of crawled/failed; lines that are not records are reported and moved to
-    rejected.txt. A record is the crawler's line (crawled: 7 or 11 fields; failed: 4) or a
+    rejected.txt. A record is the crawler's line (crawled: 7 or 11 fields; failed: 4 or 7) or a
     shorter one a person wrote (a bare URL in crawled.txt; URL and reason in failed.txt). A
     hand-written line of a URL that is on another line of the file is moved too: it would count
     the page twice."""
@@ -366,7 +366,7 @@ def _repair_outcome_file(path: Path, rep: Repair, rejected: list[str], done: See
         atomic_write(path, HEADERS[path.name])
         return
     crawled = path.name != FAILED
-    shapes, full = ((1, 7, 11), 7) if crawled else ((2, 3, 4), 4)
+    shapes, full = ((1, 7, 11), 7) if crawled else ((2, 3, 4, 7), 4)
     keep: list[str | tuple[int, str, str]] = []   # lines, and hand-written ones to check at the end
     here = SeenSet()
     bad = False
