@@ -466,14 +466,14 @@ class Spider:
         report = LinkReport()
         batch: dict[str, QueueEntry] = {}
         refused: list[tuple[str, str, str]] = []
-        known = self.store.seen
+        resolved: list[tuple[Link | str, str]] = []
         for link in links:
-            href = link.href if isinstance(link, Link) else link
             report.found += 1
-            url = resolve(base, href)
-            if url is None:
-                continue
-            url = self.admission.clean(url)
+            url = resolve(base, link.href if isinstance(link, Link) else link)
+            if url is not None:
+                resolved.append((link, self.admission.clean(url)))
+        known = self.store.known(url for _, url in resolved)   # one question for the whole page
+        for link, url in resolved:
             if url in batch or url in known:
                 report.duplicates += 1
                 report.linked.append(url)
@@ -498,7 +498,7 @@ class Spider:
             report.added = len(added)
             # Not added: queued meanwhile by another worker (known now), or refused by the
             # host budget (logged in rejected.txt by the store, and never known).
-            now_known = self.store.seen
+            now_known = self.store.known(batch)
             refused_by_budget = sum(1 for url in batch if url not in now_known)
             report.duplicates += len(batch) - len(added) - refused_by_budget
             report.rejected += refused_by_budget

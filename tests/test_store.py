@@ -68,6 +68,17 @@ def test_add_deduplicates_and_returns_only_new(make_store):
     assert s.refresh().pending == 3
 
 
+def test_known_answers_for_a_whole_page_of_urls(make_store):
+    s = make_store()
+    s.add(entries(A + "1", A + "2", B + "1"))
+    claim = s.claim(1, 100.0, no_delay).claims[0]
+    s.settle(claim, "crawled", record=f"{claim.url}\t200\n")
+    s.refresh()
+    asked = [A + "1", A + "2", A + "3", B + "1", B + "2", A + "2"]
+    assert s.known(asked) == {A + "1", A + "2", B + "1"}   # pending, in flight or done: known
+    assert s.known([]) == set()
+
+
 def test_claims_come_in_queue_order_and_only_once(make_store):
     s = make_store()
     s.add(entries(*(A + str(i) for i in range(5))))

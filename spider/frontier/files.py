@@ -597,6 +597,11 @@ class FileStore:
             raise StoreError(f"{e.filename or self.folder}: {e.strerror or e}") from None
 
     # -- counts ----------------------------------------------------------------------------------
+    def known(self, urls: Iterable[str]) -> set[str]:
+        """The URLs among ``urls`` in this process's dedup table (the store's add checks again)."""
+        seen = self.seen
+        return {u for u in urls if u in seen}
+
     def counts(self) -> Counts:
         """Current numbers as this process sees them (call ``refresh`` first for fresh ones)."""
         by_owner: dict[int, int] = {}

@@ -59,6 +59,9 @@ class MemoryStore:
         if e.kind == "recheck":
             self._rechecks.push(*key)
 
+    def known(self, urls: Iterable[str]) -> set[str]:
+        return {u for u in urls if u in self.seen}
+
     def counts(self) -> Counts:
         hops = sum(1 for line in self.crawled if is_redirect_hop(line))
         by_owner: dict[int, int] = {}

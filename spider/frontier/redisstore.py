@@ -487,14 +487,30 @@ class _Seen:
         self._store = store
 
     def __contains__(self, url: object) -> bool:
-        if not isinstance(url, str):
-            return False
-        fp = fingerprint(url)
+        return isinstance(url, str) and bool(self.among([url]))
+
+    def among(self, urls: Iterable[str]) -> set[str]:
+        """The URLs among ``urls`` whose fingerprints Redis holds: one pipeline of one GET per
+        bucket, a single round trip for all the links of a page (a GET per link was 40 round
+        trips a page: bench/redis_overhead.py)."""
+        by_bucket: dict[str, list[tuple[bytes, str]]] = {}
+        for url in dict.fromkeys(urls):
+            fp = fingerprint(url)
+            by_bucket.setdefault(self._store._bucket(fp), []).append((fp, url))
+        if not by_bucket:
+            return set()
+        pipe = self._store.r.pipeline(transaction=False)
+        for key in by_bucket:
+            pipe.get(key)
         try:
-            bucket = self._store.r.get(self._store._bucket(fp)) or b""
+            buckets = pipe.execute()
         except redis.RedisError as e:
             raise _store_error(self._store.prefix, e) from None
-        return any(bucket[i:i + 8] == fp for i in range(0, len(bucket), 8))
+        out = set()
+        for (key, wanted), bucket in zip(by_bucket.items(), buckets):
+            held = {bytes(bucket[i:i + 8]) for i in range(0, len(bucket or b""), 8)}
+            out.update(url for fp, url in wanted if fp in held)
+        return out
 
 
 class RedisStore:
@@ -564,6 +580,9 @@ class RedisStore:
         return max(-SCORE_LIMIT, min(SCORE_LIMIT, self.order.score(e.url, e.depth)))
 
     # -- counts ----------------------------------------------------------------------------------
+    def known(self, urls: Iterable[str]) -> set[str]:
+        return self.seen.among(urls)
+
     @_one_line_errors
     def counts(self) -> Counts:
         raw, owners = self.r.pipeline().hgetall(self.key("counts")).hgetall(self.key("owners")).execute()
