@@ -142,11 +142,25 @@ def gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in zip(times, times[1:])]
 
 
+def short_gaps(times: list[float], delay: float) -> list[tuple[float, float]]:
+    """The gaps under ``delay`` that a request sent too early explains, with the gap before each.
+
+    The test server stamps a request when its handler runs, so on a loaded machine one request
+    may be stamped late: the gap before it grows and the gap after it shrinks by the same amount,
+    while the two together still span two delays. An extra request (a stale machine's) makes two
+    gaps that together span one delay. So a short gap counts only where it and the gap before
+    it span less than two delays. (Blind spot: an extra request right after an idle stretch
+    looks like a late stamp; tests/test_cluster.py's pause tests keep their hosts busy.)"""
+    g, low = gaps(times), delay - TOLERANCE
+    return [(g[i - 1] if i else 0.0, x) for i, x in enumerate(g)
+            if x < low and (i == 0 or g[i - 1] + x < 2 * low)]
+
+
 def assert_polite(sites: list[TestSite]) -> None:
     """Every host saw its requests at least --delay apart, whichever machine sent them."""
     for s in sites:
         times = [t for t, _, _ in s.log]
-        assert min(gaps(times)) >= DELAY - TOLERANCE, (s.host, gaps(times))
+        assert not short_gaps(times, DELAY), (s.host, gaps(times))
 
 
 def busy(r: Any, name: str, m: Machine, hosts: int) -> bool:
@@ -268,6 +282,14 @@ def test_ctrl_c_on_one_machine_stops_only_it(
     assert not in_flight_of(r, name, b.owner_prefix)
     assert a.finish(30) == 0, a.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
+
+
+def test_short_gaps_tells_a_late_stamp_from_an_extra_request() -> None:
+    late = [0.0, 0.1, 0.245, 0.3, 0.4]      # the third request stamped 45 ms late
+    extra = [0.0, 0.1, 0.155, 0.2, 0.3]     # a request between two others
+    assert short_gaps(late, 0.1) == []
+    assert [round(x, 3) for _, x in short_gaps(extra, 0.1)] == [0.055]
+    assert short_gaps([0.0, 0.01], 0.1)     # two requests at once
 
 
 def test_a_machine_paused_past_its_lease_records_nothing_twice(
@@ -487,4 +509,4 @@ def test_a_machine_paused_before_its_request_does_not_send_it(
     assert b.finish() == 0, b.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
     times = [t for t, _, _ in site.log]
-    assert min(gaps(times)) >= delay - TOLERANCE, gaps(times)
+    assert not short_gaps(times, delay), gaps(times)
