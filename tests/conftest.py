@@ -22,7 +22,7 @@ PROXY_VARIABLES = (
 
 
 # The fast subset for the edit-test loop is ``python -m pytest -m "not slow"`` (about a minute on
-# 2 cores; the whole suite, what CI runs, about 8). A test is slow when it runs real crawls as
+# 2 cores; the whole suite, what CI runs, about 10). A test is slow when it runs real crawls as
 # subprocesses (``projects_dir``), several sites (``make_site``) or a real redis-server: marked here
 # by the fixtures it asks for, so a new test lands on the right side without anyone remembering.
 SLOW_FIXTURES = frozenset({"projects_dir", "make_site", "redis_server", "start_redis"})
