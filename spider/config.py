@@ -147,6 +147,13 @@ def parse(name: str, raw: str, *, saved: bool = False) -> Any:
         if low not in _TRUE + _FALSE:
             raise ValueError(f"{name} must be true or false, not {raw!r}")
         return low in _TRUE
+    if name == "seeds" and saved:
+        # A seed saved by an older version in an older spelling (RFC 3986 before the WHATWG
+        # rules) is the same seed: take it in today's spelling instead of refusing the project.
+        try:
+            raw = normalize(raw)
+        except ValueError as e:
+            raise ValueError(f"bad seed {raw!r}: {e}") from None
     check_value(name, raw)
     return raw
 
