@@ -531,3 +531,34 @@ def test_a_machine_paused_before_its_request_does_not_send_it(
     assert recorded(r, name) == Counter({u: 1 for u in urls})
     times = [t for t, _, _ in site.log]
     assert not short_gaps(times, delay), gaps(times)
+
+
+def test_a_worker_joining_gets_hosts_before_the_holders_next_tick(redis_server: RedisServer) -> None:
+    """A worker holding every host lets go of those beyond its share as soon as another
+    worker's heartbeat appears, not at its lease thread's next full tick (a minute away here):
+    a machine joining a crawl gets hosts at once instead of idling (bench/scaleout.py)."""
+    from spider.cluster import ClusterStore, _Lease
+    from spider.records import QueueEntry, crawled_line
+
+    r = redis_server.client()
+    name = "share"
+    one = ClusterStore(redis_server.client(), name, owner=1, machine="m1", lease=600)
+    one.add([QueueEntry(f"http://h{i}.test/{j}") for i in range(4) for j in range(2)])
+    one.beat()
+    one.update_share(180)
+    claims = one.claim(4, time.time(), lambda host: 1.0).claims   # one URL of each host
+    assert len({c.url.split("/")[2] for c in claims}) == 4
+    for c in claims:
+        assert one.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
+    assert r.scard(f"{name}:held:m1/1") == 4   # held, with a URL each still pending
+    thread = _Lease(one, 60.0, "-")
+    thread.start()
+    try:
+        two = ClusterStore(redis_server.client(), name, owner=2, machine="m2", lease=600)
+        two.beat()
+        wait_for(lambda: r.scard(f"{name}:held:m1/1") == 2, timeout=20,
+                 message="the holder to let go of the hosts beyond its share")
+        two.update_share(180)
+        assert len(two.claim(4, time.time() + 5, lambda host: 1.0).claims) == 2
+    finally:
+        thread.stop()
