@@ -51,6 +51,7 @@ LEASE = 60.0            # seconds a host stays leased without a sign of life fro
 BEAT_EVERY = 1.0        # heartbeat and lease renewal, at most this far apart (lease / 3 if shorter)
 ERRORS = "errors.log"   # in the machine's project folder: why a worker stopped
 GONE_AFTER = 30.0       # a worker without a heartbeat for this long is shown as gone
+WATCH_EVERY = 0.1       # how often a worker's lease thread looks for workers joining (one HLEN)
 
 # shed: ARGV 1 prefix, 2 owner, 3 how many to let go, then hosts. Ends this owner's lease of
 # those hosts that have nothing of it in flight, up to that many; returns the hosts let go.
@@ -110,6 +111,7 @@ class ClusterStore(RedisStore):
         self.started = time.time()
         self._shed = client.register_script(_SHED)
         self.someone_idle = False   # another live worker holds no host (update_share)
+        self.beating = -1           # the heartbeats update_share counted
 
     @classmethod
     def connect(cls, url: str, name: str, folder: Path | None = None, **kw: Any) -> "ClusterStore":
@@ -183,6 +185,10 @@ class ClusterStore(RedisStore):
         self.forget(f"{self.machine}/{owner}")
         return n
 
+    def beat_count(self) -> int:
+        """How many workers have a heartbeat (live, gone, or killed not long ago)."""
+        return int(self._do(lambda: self.r.hlen(self.key("beats"))))
+
     def beats(self) -> dict[str, list[str]]:
         raw = self._do(lambda: self.r.hgetall(self.key("beats")))
         return {k.decode(): v.decode().split("\t") for k, v in raw.items()}
@@ -199,6 +205,7 @@ class ClusterStore(RedisStore):
                                     .hvals(self.key("beats")).execute())
             return max(hosts, leased), len(beats)
         hosts, workers = self._do(count)
+        self.beating = workers   # the heartbeats counted: the lease thread looks for a change
         now = self.server_time()
         alive = [who for who, f in self.beats().items() if len(f) > 1 and now - float(f[1]) <= alive_within]
         self.max_hosts = max(1, math.ceil(hosts / max(1, len(alive) or workers)))
@@ -312,7 +319,11 @@ class RedisRobots:
 
 class _Lease(threading.Thread):
     """A worker's second thread: renews its host leases (a fetch may run longer than a lease),
-    writes its heartbeat and recomputes its share of hosts, every ``every`` seconds."""
+    writes its heartbeat and recomputes its share of hosts, every ``every`` seconds. In between,
+    every WATCH_EVERY seconds, it counts the heartbeats (one HLEN): when a worker joins (or
+    leaves cleanly) it recomputes its share at once and lets go of the hosts beyond it, so that a
+    machine joining a crawl gets hosts within a tenth of a second instead of waiting for the
+    holders' next tick (bench/scaleout.py: the joining machines idled ~0.7 s, out of a 14 s run)."""
 
     def __init__(self, store: ClusterStore, every: float, warc: str) -> None:
         super().__init__(daemon=True, name="lease")
@@ -322,13 +333,21 @@ class _Lease(threading.Thread):
     def tick(self) -> None:
         self.store.renew_leases()
         self.store.beat(self.warc)
+        self.reshare()
+
+    def reshare(self) -> None:
         self.store.update_share(3 * self.every)
         self.store.shed()
 
     def run(self) -> None:
-        while not self.halt.wait(self.every):
+        due = time.monotonic() + self.every
+        while not self.halt.wait(min(WATCH_EVERY, self.every)):
             try:
-                self.tick()
+                if time.monotonic() >= due:
+                    due = time.monotonic() + self.every
+                    self.tick()
+                elif self.store.beat_count() != self.store.beating:
+                    self.reshare()
             except (StoreError, RuntimeError):   # Redis gone: the worker's next call says so
                 pass
 
