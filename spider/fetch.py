@@ -4,7 +4,9 @@ Redirects are returned to the caller, which checks each hop against scope (and d
 requested. One ``requests.Session`` per worker process (connection reuse); connect and read
 timeouts on every request; the body is streamed and capped after decompression (a gzip bomb stops
 at the cap) and under a total time limit (a server trickling one byte a second cannot hold a worker).
-Non-HTML bodies are not downloaded: the crawler records them but has nothing to parse.
+Non-HTML bodies are not downloaded: the crawler records them but has nothing to parse; with a
+WARC writer (--warc) every body is still read to its end, up to --max-bytes as received, for the
+archive alone (``_Body.drain``).
 
 The body is read off the wire undecoded and decoded here (gzip, deflate, br when a bounded brotli
 decoder is installed), each step asked for at most what the cap still allows: the bytes as received
@@ -343,6 +345,35 @@ class _Body:
         if self._ex is not None:
             self._ex.cut(reason)
 
+    def drain(self, cap: int, until: float) -> None:
+        """For the WARC file only (--warc): read the rest of a body the crawler does not need (not
+        HTML, an error status, a coding it cannot undo), as received and not decoded, keeping at
+        most ``cap`` bytes (then ``WARC-Truncated: length``) until the monotonic time ``until``
+        (then ``time``). What goes wrong here is the archive's loss only: the crawler's answer
+        stays what it was without --warc."""
+        ex = self._ex
+        if ex is None or self._eof or ex.complete or ex.truncated or not ex.response:
+            return
+        try:
+            while True:
+                if time.monotonic() > until:
+                    self.cut("time")
+                    return
+                chunk = self._raw.read1(min(_CHUNK, cap - self._received + 1), decode_content=False)
+                if not chunk:
+                    self._eof = ex.complete = True
+                    return
+                self._received += len(chunk)
+                if self._received > cap:   # keep exactly the first ``cap`` bytes
+                    ex.body.append(chunk[:len(chunk) - (self._received - cap)])
+                    self.cut("length")
+                    return
+                ex.body.append(chunk)
+        except _TooSlow:   # --max-time ran out meanwhile
+            self.cut("time")
+        except Exception:   # requests and urllib3 errors raised from the raw stream
+            self.cut("disconnect")
+
     def _keep(self, chunk: bytes) -> None:
         self._received += len(chunk)
         if self._ex is not None:
@@ -364,6 +395,14 @@ def _capture(r: requests.Response, ex: Exchange) -> None:
     ex.declared = _int(r.headers.get("Content-Length"))
     ex.complete = r.status_code in (204, 304) or r.status_code < 200
     ex.ip = _peer_address(raw, original)
+    if r._content_consumed and isinstance(r._content, bytes):   # type: ignore[attr-defined]
+        # requests reads a redirect's body itself (Session.resolve_redirects, for Response.next),
+        # content-decoded: as received only when there was no content coding
+        if r.headers.get("Content-Encoding", "identity").strip().lower() == "identity":
+            ex.body.append(r._content)   # type: ignore[attr-defined]
+            ex.complete = True
+        else:
+            ex.truncated = "unspecified"
 
 
 def _peer_address(raw: object, original: object) -> str | None:
@@ -510,11 +549,13 @@ class Fetcher:
             return failure_of(e)
         except (UnicodeError, ValueError) as e:   # e.g. a Location header that is not UTF-8
             return FetchFailure("invalid response", False, f"{type(e).__name__}: {e}")
+        reader: _Body | None = None
         try:
             if ex is not None:
                 _capture(r, ex)
             encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
             if any(e not in DECODABLE for e in encodings):
+                reader = _Body(r, [], 0, ex)   # archived as received all the same (--warc)
                 return FetchFailure("unsupported content encoding", False, ",".join(encodings))
             media, charset = parse_content_type(r.headers.get("Content-Type"))
             declared = _int(r.headers.get("Content-Length"))
@@ -555,7 +596,9 @@ class Fetcher:
             raise
         finally:
             if ex is not None:
-                ex.cut("unspecified")   # the crawler did not read it all (if a reason is not noted yet)
+                if reader is not None:   # --warc: every body is archived, within --max-bytes
+                    reader.drain(cfg.max_bytes, start + cfg.max_time)
+                ex.cut("unspecified")   # not read to its end (if no reason is noted yet)
             r.close()
 
     @staticmethod
