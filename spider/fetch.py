@@ -45,6 +45,7 @@ except ImportError:   # pragma: no cover - depends on what is installed
     _BROTLI = False
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+CSS_TYPES = ("text/css",)
 # What we decode ourselves, and so all we ask for in Accept-Encoding.
 ACCEPT_ENCODING = "gzip, deflate" + (", br" if _BROTLI else "")
 DECODABLE = frozenset({"identity", "gzip", "x-gzip", "deflate"} | ({"br"} if _BROTLI else set()))
@@ -123,6 +124,8 @@ class Response:
     retry_after: str | None = None
     etag: str | None = None            # validators, for conditional requests on recrawl
     last_modified: str | None = None
+    link: str | None = None            # the Link and Refresh headers: they may name pages too
+    refresh: str | None = None
 
     @property
     def is_html(self) -> bool:
@@ -393,7 +396,7 @@ def _capture(r: requests.Response, ex: Exchange) -> None:
     headers = original.msg.items() if original is not None else raw.headers.items()
     ex.response = response_head(raw.version or 11, raw.status, raw.reason or "", headers)
     ex.declared = _int(r.headers.get("Content-Length"))
-    ex.complete = r.status_code in (204, 304) or r.status_code < 200
+    ex.complete = r.status_code in (204, 304) or r.status_code < 200 or req.method == "HEAD"
     ex.ip = _peer_address(raw, original)
     if r._content_consumed and isinstance(r._content, bytes):   # type: ignore[attr-defined]
         # requests reads a redirect's body itself (Session.resolve_redirects, for Response.next),
@@ -485,19 +488,19 @@ class Fetcher:
             warc.add_info({"http-header-user-agent": config.user_agent,
                            "robots": "ignore" if config.ignore_robots else "classic"})
 
-    def _prepare(self, url: str, headers: dict[str, str] | None) -> requests.PreparedRequest:
+    def _prepare(self, url: str, headers: dict[str, str] | None, method: str = "GET") -> requests.PreparedRequest:
         """The request ``Session.get`` would send, built directly: Session.request merges seven
         per-call settings we never vary (params, auth, hooks, cookies into a copied jar, ...),
         which cost about as much as parsing the page (profiled: 0.15 ms a request). The URL,
         the userinfo as Basic auth, the session's headers and its cookies are prepared as usual."""
         p = requests.PreparedRequest()
         if "@" in url.split("/", 3)[2] or not url.isascii():   # userinfo, or not our normal form
-            p.prepare(method="GET", url=url,
+            p.prepare(method=method, url=url,
                       headers=self.session.headers if not headers else {**self.session.headers, **headers},
                       cookies=self.session.cookies)
             return p
         # A normalised URL (spider.urls) is already what prepare_url would make of it.
-        p.method, p.url, p.body = "GET", url, None
+        p.method, p.url, p.body = method, url, None
         p.headers = CaseInsensitiveDict(self.session.headers)
         if headers:
             p.headers.update(headers)
@@ -514,12 +517,15 @@ class Fetcher:
             self.warc.close()
 
     def fetch(self, url: str, *, any_type: bool = False, limit: int | None = None,
-              headers: dict[str, str] | None = None) -> Response | FetchFailure:
+              headers: dict[str, str] | None = None, method: str = "GET",
+              body_types: tuple[str, ...] = HTML_TYPES) -> Response | FetchFailure:
         """One request. ``--max-time`` bounds all of it, headers included: a server sending its
         headers a byte at a time stays under the read timeout, so a timer interrupts it.
 
         ``any_type`` downloads the body whatever its type (robots.txt, sitemaps), and ``limit``
         keeps only that many bytes of it instead of failing (RFC 9309 parses the first 500 KiB).
+        ``body_types``: the media types whose body is downloaded (HTML; a requisite's: CSS, to find
+        its url()s; none when only checking one); ``method`` HEAD checks a requisite.
         The WARC records are written after the timer is off: it must not cut a record in two.
         """
         ex = Exchange(url) if self.warc is not None else None
@@ -527,7 +533,7 @@ class Fetcher:
         continued = _continued
         with _deadline(self.config.max_time):
             try:
-                result = self._fetch(url, any_type, limit, headers, ex)
+                result = self._fetch(url, any_type, limit, headers, ex, method, body_types)
             except _TooSlow:
                 result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
         if ex is not None and self.warc is not None:
@@ -535,15 +541,17 @@ class Fetcher:
         return _unless_paused(result, continued)
 
     def _fetch(self, url: str, any_type: bool = False, limit: int | None = None,
-               headers: dict[str, str] | None = None, ex: Exchange | None = None) -> Response | FetchFailure:
+               headers: dict[str, str] | None = None, ex: Exchange | None = None, method: str = "GET",
+               body_types: tuple[str, ...] = HTML_TYPES) -> Response | FetchFailure:
         cfg = self.config
         start = time.monotonic()
         try:
             timeout = (cfg.connect_timeout, cfg.read_timeout)
             if self.session.trust_env:   # proxies from the environment: let requests merge them
-                r = self.session.get(url, allow_redirects=False, stream=True, headers=headers, timeout=timeout)
+                r = self.session.request(method, url, allow_redirects=False, stream=True, headers=headers,
+                                         timeout=timeout)
             else:
-                r = self.session.send(self._prepare(url, headers), allow_redirects=False, stream=True,
+                r = self.session.send(self._prepare(url, headers, method), allow_redirects=False, stream=True,
                                       timeout=timeout)
         except requests.RequestException as e:
             return failure_of(e)
@@ -567,7 +575,7 @@ class Fetcher:
             # received bytes: generous, since decoding lags a chunk behind; only a stream that
             # decodes to (almost) nothing can reach it
             reader = _Body(r, encodings, 2 * max(cfg.max_bytes, cap) + _CHUNK, ex)
-            if 200 <= r.status_code < 300 and not media and not any_type:
+            if 200 <= r.status_code < 300 and not media and not any_type and body_types == HTML_TYPES:
                 # No Content-Type: look at the first bytes only; a non-HTML body is not downloaded.
                 head = self._head(reader)
                 if not _sniff_html(head):
@@ -578,14 +586,15 @@ class Fetcher:
                 if isinstance(got, FetchFailure):
                     return got
                 body, size = got, len(got)
-            elif 200 <= r.status_code < 300 and (media in HTML_TYPES or any_type):
+            elif 200 <= r.status_code < 300 and (media in body_types or any_type) and method != "HEAD":
                 got = self._read_body(reader, start, limit)
                 if isinstance(got, FetchFailure):
                     return got
                 body, size = got, len(got)
             return Response(r.url or url, r.status_code, media, charset, body, size, location,
                             time.monotonic() - start, retry_after,
-                            r.headers.get("ETag"), r.headers.get("Last-Modified"))
+                            r.headers.get("ETag"), r.headers.get("Last-Modified"),
+                            _utf8_header(r.headers.get("Link")), _utf8_header(r.headers.get("Refresh")))
         except _ReadFailure as e:
             return e.failure
         except requests.RequestException as e:
