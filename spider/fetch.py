@@ -34,7 +34,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .config import CrawlConfig
 from .policy import PAUSED, FetchFailure
-from .records import safe_text
+from .records import HTML_TYPES, safe_text
 from .warc import Exchange, WarcWriter, request_head, response_head
 
 try:   # brotli >= 1.2 can bound its output (output_buffer_limit); an older one could be bombed
@@ -44,7 +44,6 @@ except ImportError:   # pragma: no cover - depends on what is installed
     brotli = None
     _BROTLI = False
 
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 CSS_TYPES = ("text/css",)
 # What we decode ourselves, and so all we ask for in Accept-Encoding.
 ACCEPT_ENCODING = "gzip, deflate" + (", br" if _BROTLI else "")

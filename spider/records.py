@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+HTML_TYPES = ("text/html", "application/xhtml+xml")   # media types parsed as HTML pages
+
 QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\t[kind]\n"
 REQUISITE = "requisite"   # queue kind of a page requisite (--requisites): fetched, never parsed for links
 KINDS = ("-", "recheck", REQUISITE)

@@ -114,6 +114,9 @@ def test_requisites_are_fetched_and_recorded_with_their_page(site, projects_dir:
     exported = {json.loads(line)["url"]: json.loads(line)
                 for line in ok(cli(projects_dir, "export", "rq")).stdout.splitlines()}
     assert exported[site.url("/img/gone.png")]["referrers"] == [site.url("/")]
+    assert exported[site.url("/img/logo.png")]["referrers"] == [site.url("/")]   # a crawled requisite too
+    assert exported[site.url("/fonts/f.woff2")]["referrers"] == [site.url("/css/more.css")]
+    assert exported[site.url("/")]["referrers"] is None   # an HTML page: its links are its own
     # a font's referrer is the stylesheet that named it
     assert any(f[0] == site.url("/css/more.css") and site.url("/fonts/f.woff2") in f[3]
                for f in data_lines(folder / "links.txt"))
