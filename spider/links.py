@@ -527,8 +527,10 @@ def srcset_urls(value: str) -> list[str]:
     return [u for u in out if u]
 
 
+# Linear on hostile input: an unquoted URL may not hold "(" (``url(url(url(...`` stops at once)
+# and is never empty (so backing off ``url(   ...`` fails at each space instead of rescanning).
 _CSS_URL_RE = re.compile(
-    r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^)\s"']*))\s*\)|@import\s+(?:"([^"]*)"|'([^']*)')""",
+    r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^()\s"']+))\s*\)|@import\s+(?:"([^"]*)"|'([^']*)')""",
     re.IGNORECASE)
 _CSS_COMMENT_RE = re.compile(r"/\*.*?(?:\*/|$)", re.DOTALL)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from spider.links import LinkFinder, css_urls, header_links, refresh_target, srcset_urls
 from test_cli import assert_error_line, cli, crawl, data_lines, links, ok
 
@@ -52,6 +54,21 @@ def test_the_small_parsers() -> None:
     assert css_urls("a{b:url(data:image/png;base64,xx)} c{d:url( 'e.woff' ) format('woff')}") == ["e.woff"]
     assert header_links('<https://a.test/doc>; rel="canonical", </s.css>; rel=stylesheet, </x>; rel="search"',
                         None) == (["https://a.test/doc"], ["/s.css"])
+
+
+@pytest.mark.timeout(60)   # quadratic, these took hours (url(url(... 20,000 times: 28 s)
+@pytest.mark.parametrize("text", ["url(" * 300_000, "url(" + " " * 1_000_000 + "x", 'url("' * 300_000,
+                                  "url(a " * 300_000, "/*" * 300_000, "@import " * 300_000],
+                         ids=["nested", "spaces", "quotes", "unclosed", "comments", "imports"])
+def test_css_urls_stay_linear_on_hostile_stylesheets(text: str) -> None:
+    assert css_urls(text) == []
+    assert srcset_urls(text) != [] or not text.strip()   # and srcset's scan ends too
+
+
+@pytest.mark.timeout(60)
+def test_header_and_refresh_parsing_stay_linear() -> None:
+    assert header_links("<a>" + "; " * 300_000 + "rel=next", " " * 300_000 + "5") == (["a"], [])
+    assert header_links(";" + " " * 1_000_000, "1;" + " " * 1_000_000) == ([], [])
 
 
 # ------------------------------------------------------------------------------------ crawls
