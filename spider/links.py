@@ -170,7 +170,7 @@ class ParsedPage:
     meta_noindex: bool = False
     text_hash: str | None = None
     truncated: bool = False
-    dropped: int = 0   # links past max_links, not in ``links``
+    dropped: int = 0   # links (and requisites) past max_links, not in ``links`` (``requisites``)
     requisites: list[str] = field(default_factory=list)   # with requisites=True: raw URLs, in order
 
 
@@ -419,9 +419,11 @@ class LinkFinder:
             meta_nofollow=meta_nofollow,
             meta_noindex=meta_noindex,
             text_hash=self._text_hash(root, title) if self._want_hash else None,
-            truncated=n_links > max_links,
-            dropped=max(0, n_links - max_links),
-            requisites=requisites,
+            truncated=n_links > max_links or len(requisites) > max_links,
+            # requisites are capped apart (a page of a million <img> is as hostile as one of
+            # a million <a>); the cut ones are counted with the links
+            dropped=max(0, n_links - max_links) + max(0, len(requisites) - max_links),
+            requisites=requisites[:max_links],
         )
 
     @staticmethod

@@ -439,6 +439,10 @@ class Spider:
         """A stylesheet requisite: its url()s and @imports (fonts, background images, more
         stylesheets) are requisites of the same depth, resolved against the stylesheet's URL."""
         urls = stylesheet_urls(result.body, result.charset)
+        if len(urls) > self.config.max_links:   # as many as a page may give, and a max-links line
+            self.store.log("rejected", rejected_line(
+                claim.url, f"max-links: {len(urls) - self.config.max_links} links not followed", claim.url))
+            urls = urls[:self.config.max_links]
         self._log_links(claim.url, self.add_links_to_queue(claim.url, urls, claim.entry.depth, requisite=True))
 
     def _log_links(self, url: str, report: LinkReport) -> None:

@@ -172,3 +172,14 @@ def test_a_bad_requisites_setting_is_one_error_line(site, projects_dir: Path) ->
     settings.write_text(settings.read_text(encoding="utf-8") + "requisites = sometimes\n", encoding="utf-8")
     line = assert_error_line(crawl(projects_dir, "bad"))
     assert "requisites" in line and "sometimes" in line
+
+
+def test_max_links_caps_the_requisites_of_a_page_and_of_a_stylesheet(site, projects_dir: Path) -> None:
+    site.route("/", body='<link rel=stylesheet href="/s.css">' + "".join(f'<img src="/i{i}.png">' for i in range(8)))
+    site.route("/s.css", body="".join(f"a{{b:url(/c{i}.png)}}" for i in range(8)), content_type="text/css")
+    ok(crawl(projects_dir, "cap", site.url("/"), "--requisites", "--max-links", "5"))
+    folder = projects_dir / "cap"
+    cut = sorted(f[:2] for f in data_lines(folder / "rejected.txt") if f[1].startswith("max-links"))
+    assert cut == [[site.url("/"), "max-links: 4 links not followed"], [site.url("/s.css"), "max-links: 3 links not followed"]]
+    fetched = {u.rsplit("/", 1)[1] for u in [*crawled(projects_dir, "cap"), *(f[0] for f in data_lines(folder / "failed.txt"))]}
+    assert fetched == {"", "s.css", "i0.png", "i1.png", "i2.png", "i3.png", "c0.png", "c1.png", "c2.png", "c3.png", "c4.png"}
