@@ -183,3 +183,17 @@ def test_max_links_caps_the_requisites_of_a_page_and_of_a_stylesheet(site, proje
     assert cut == [[site.url("/"), "max-links: 4 links not followed"], [site.url("/s.css"), "max-links: 3 links not followed"]]
     fetched = {u.rsplit("/", 1)[1] for u in [*crawled(projects_dir, "cap"), *(f[0] for f in data_lines(folder / "failed.txt"))]}
     assert fetched == {"", "s.css", "i0.png", "i1.png", "i2.png", "i3.png", "c0.png", "c1.png", "c2.png", "c3.png", "c4.png"}
+
+
+def test_pending_requisites_survive_a_stop_and_are_fetched_on_resume(site, projects_dir: Path) -> None:
+    """--max-pages stops the crawl with requisites queued (kind ``requisite`` in queue.txt); the
+    next run (settings saved) fetches them as requisites: a stylesheet still gives its url()s."""
+    requisite_site(site)
+    ok(crawl(projects_dir, "resume", site.url("/"), "--requisites", "--max-depth", "0", "--max-pages", "2",
+             workers=1))
+    folder = projects_dir / "resume"
+    queued = data_lines(folder / "queue.txt")
+    assert queued and all(f[5] == "requisite" for f in queued), queued
+    ok(crawl(projects_dir, "resume", "--max-pages", "100", workers=1))
+    assert {site.url(p) for p in ("/css/more.css", "/fonts/f.woff2", "/img/bg.png")} <= set(crawled(projects_dir, "resume"))
+    assert "requisites = True" in (folder / "settings.txt").read_text(encoding="utf-8")
