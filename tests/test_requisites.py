@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from redis_server import RedisServer, redis_server  # noqa: F401  (a pytest fixture)
 from spider.links import LinkFinder, css_urls, header_links, refresh_target, srcset_urls
 from test_cli import assert_error_line, cli, crawl, data_lines, links, ok
 
@@ -197,3 +198,14 @@ def test_pending_requisites_survive_a_stop_and_are_fetched_on_resume(site, proje
     ok(crawl(projects_dir, "resume", "--max-pages", "100", workers=1))
     assert {site.url(p) for p in ("/css/more.css", "/fonts/f.woff2", "/img/bg.png")} <= set(crawled(projects_dir, "resume"))
     assert "requisites = True" in (folder / "settings.txt").read_text(encoding="utf-8")
+
+
+def test_requisites_with_the_redis_store(site, projects_dir: Path, redis_server: RedisServer) -> None:  # noqa: F811
+    """The queue kind travels through Redis too: the requisites are fetched and the export has them."""
+    requisite_site(site)
+    ok(crawl(projects_dir, "rr", site.url("/"), "--requisites", "--max-depth", "0", "--store", redis_server.url))
+    exported = {json.loads(line)["url"]: json.loads(line) for line in
+                ok(cli(projects_dir, "export", "rr", "--store", redis_server.url)).stdout.splitlines()}
+    assert exported[site.url("/fonts/f.woff2")]["state"] == "crawled"
+    assert exported[site.url("/img/gone.png")]["state"] == "failed"
+    assert site.hits["/page2.html"] == 0
