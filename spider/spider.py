@@ -390,7 +390,7 @@ class Spider:
         # The Link and Refresh headers name pages (and requisites) too, relative to the page's
         # own URL (RFC 8288 3.2), not to <base>: resolved here, so <base> leaves them alone.
         in_headers, header_requisites = self._header_links(claim.url, result)
-        links = page.links + [Link(u, False) for u in in_headers] if in_headers else page.links
+        links = (page.links + [Link(u, False) for u in in_headers]) if in_headers else page.links
         fields = {"content_hash": page.text_hash, "outlinks": len(links), "title": page.title}
         if page.text_hash:
             first = self.store.first_with_text(page.text_hash, claim.url)

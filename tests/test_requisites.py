@@ -166,13 +166,15 @@ def test_check_requisites_uses_head_then_get_when_head_is_refused(site, projects
     assert gone[0] == site.url("/img/gone.png") and gone[6] == site.url("/")
 
 
-def test_a_bad_requisites_setting_is_one_error_line(site, projects_dir: Path) -> None:
+@pytest.mark.parametrize("key", ["requisites", "check_requisites"])
+def test_a_bad_requisites_setting_is_one_error_line(site, projects_dir: Path, key: str) -> None:
     site.route("/", body="<p>x</p>")
     ok(crawl(projects_dir, "bad", site.url("/")))
     settings = projects_dir / "bad" / "settings.txt"
-    settings.write_text(settings.read_text(encoding="utf-8") + "requisites = sometimes\n", encoding="utf-8")
+    text = settings.read_text(encoding="utf-8").replace(f"\n{key} = False\n", f"\n{key} = sometimes\n")
+    settings.write_text(text, encoding="utf-8")
     line = assert_error_line(crawl(projects_dir, "bad"))
-    assert "requisites" in line and "sometimes" in line
+    assert f"{key} must be true or false" in line and "sometimes" in line, line
 
 
 def test_max_links_caps_the_requisites_of_a_page_and_of_a_stylesheet(site, projects_dir: Path) -> None:
