@@ -60,6 +60,8 @@ class CrawlConfig:
     recrawl_min: float = 3600.0    # a page is checked at most this often (seconds) ...
     recrawl_max: float = 30 * 86400.0   # ... and at least this often
     warc: bool = False             # keep every response as received in warc/*.warc.gz
+    requisites: bool = False       # also fetch the images, stylesheets, scripts, ... of pages (wget -p)
+    check_requisites: bool = False # find them as --requisites does, but only check them (HEAD)
     discover: tuple[str, ...] = () # this run only: fetch seeds and URLs matching these (not saved)
     demo: bool = False
 
