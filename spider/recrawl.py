@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from .records import MAX_TITLE, clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
 from .frontier.seen import SeenSet
@@ -159,9 +159,15 @@ def read_schedule(folder: Path) -> dict[str, Page]:
 
 def _read_schedule(folder: Path) -> tuple[dict[str, Page], int]:
     """``read_schedule``, and how many data lines the file has."""
+    return schedule_of(data_fields(Path(folder) / SCHEDULE))
+
+
+def schedule_of(rows: Iterable[list[str]]) -> tuple[dict[str, Page], int]:
+    """schedule.txt's split data lines (from the file, or from Redis for a crawl on ``--store``)
+    as url -> latest Page, and how many lines there were."""
     out: dict[str, Page] = {}
     lines = 0
-    for f in data_fields(Path(folder) / SCHEDULE):
+    for f in rows:
         lines += 1
         page = parse_schedule_line(f)
         if page is not None:

@@ -13,7 +13,9 @@ What moves (``P`` is the project's prefix; the keys are ``redisstore.py``'s):
   same lines byte for byte (the column header line is left out in Redis), and the counts;
 - ``hosts.txt`` <-> ``P:h:{host}`` (next, delay, failures, reason); ``hashes.txt`` <-> ``P:texts``;
 - ``settings.txt`` <-> ``P:settings``; ``robots/HOST.txt`` <-> ``P:robots`` (file name -> text);
-  any other state file (``lastmod.txt``, ``stats.txt``, ...) <-> ``P:files`` (file name -> text).
+  ``stats.txt`` and ``lastmod.txt`` <-> ``P:log:stats``, ``P:log:lastmod`` (a crawl on Redis appends
+  to them there); any other state file (``unlinked.txt``, ``round.txt``, ...) <-> ``P:files``
+  (file name -> text).
 
 Not moved: ``claims.txt`` (empty once recovered), locks, ``running.txt``, the caches
 (``frontier.txt``, ``frontier.view``, ``census.txt``), ``report.html`` and ``warc/``.
@@ -57,7 +59,9 @@ from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint
 LOCK = "crawl.lock"   # the crawl's own lock (crawl.py): a push holds it as a crawl start does
 SETTINGS = settings.SETTINGS
 SKIPPED = {CLAIMS, "running.txt", SIGNATURE, "census.txt"}   # not state, or empty once recovered
-LOG_FILES = {file: name for name, file in LOGS.items()}
+# stats.txt and lastmod.txt are appended to as well: a crawl on Redis appends their lines to
+# P:log:stats and P:log:lastmod, so they move as logs (a file crawl's lines, then Redis's).
+LOG_FILES = {file: name for name, file in LOGS.items()} | {"stats.txt": "stats", "lastmod.txt": "lastmod"}
 STRUCTURED = {QUEUE, HOSTS, HASHES, SETTINGS, CLAIMS}
 ROBOTS = "robots"
 PIPELINE = 1000        # Redis commands sent per round trip while writing an image
