@@ -288,6 +288,22 @@ class ClusterStore(RedisStore):
             return len(queued)
         return int(self._do(lambda: self.r.transaction(move, failed, value_from_callable=True)))
 
+    def compact_schedule(self) -> None:
+        """The schedule log with one line per URL (its latest), as ``recrawl.compact_schedule``
+        rewrites schedule.txt at the end of a run: in one MULTI/EXEC, under WATCH (tried again
+        if a worker of any machine appends meanwhile)."""
+        key = self.key("log:schedule")
+
+        def compact(pipe: Any) -> None:
+            lines = [x.decode("utf-8", "replace") for x in pipe.lrange(key, 0, -1)]
+            pages, n = recrawl.schedule_of(x.rstrip("\r\n").split("\t") for x in lines if is_data(x))
+            pipe.multi()
+            if len(pages) < len(lines):
+                pipe.delete(key)
+                if pages:
+                    pipe.rpush(key, *(page.line() for page in pages.values()))
+        self._do(lambda: self.r.transaction(compact, key))
+
     def has_rechecks(self) -> bool:
         return bool(self._do(lambda: self.r.zcard(self.key("rhosts"))))
 
@@ -574,6 +590,7 @@ class ClusterCrawl(Crawl):
         c = store.refresh()
         self._sample(c)
         self.stats.close()
+        store.compact_schedule()
         self._after_recrawl(code, c.pending)
         budget = cfg.max_pages is not None and c.completed >= cfg.max_pages and c.pending > 0
         rows = self.stats.rows

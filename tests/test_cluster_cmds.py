@@ -176,7 +176,9 @@ def test_recrawl_all_on_redis_checks_every_page_as_on_files(
     # The round of checks closed, the schedule carried in Redis, as the files have them.
     assert redis_server.client().hget("rc:files", "round.txt") is None
     assert not (files / "projects" / "rc" / "round.txt").exists()
-    assert fields(redis_log(redis_server, "rc", "schedule"), 0, 5) >= {(site.url("/a"), "1")}
+    schedule = redis_log(redis_server, "rc", "schedule")   # compacted: the latest line of each URL
+    assert len(schedule) == 4 and fields(schedule, 0, 5) == \
+        {(site.url(p), "1") for p in ("/", "/a", "/b")} | {(site.url("/c"), "0")}
     assert redis_server.client().hget("rc:files", "unlinked.txt") is not None
 
     # status, export and report tell the same story.
@@ -321,3 +323,47 @@ def test_status_on_redis_shows_the_trap_alarm_from_the_stats_rows(
         rec.sample(100 * (step + 1), 0, 0, 0, 0, when=1_800_000_000.0 + 2.0 * step)
     status = run(tmp_path, "status", "warn", "--store", redis_server.url).stdout
     assert "WARNING   possible trap: a.test/cal/{n}/x" in status, status
+
+
+def test_a_sitemap_lastmod_in_the_future_makes_no_page_due_on_redis(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
+    """A lastmod later than when the sitemap was read counts as that moment (recrawl.cap_lastmod):
+    in Redis that moment is a comment line of the lastmod log, as the file's mtime says it."""
+    site = make_site("127.0.0.2")
+    site.route("/", body="<p>home</p>")
+    site.route("/s1", body="<p>s1</p>")
+    site.route("/sitemap.xml", content_type="application/xml", body=(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{site.url('/s1')}</loc><lastmod>2099-01-01</lastmod></url></urlset>"))
+    crawl(tmp_path, "future", site.url("/"), "--sitemaps", store=redis_server.url)
+    assert len(recorded(redis_server.client(), "future")) == 2
+    out = run(tmp_path, "recrawl", "future", "--delay", DELAY, "--store", redis_server.url).stderr
+    assert "recrawl: nothing is due" in out, out
+
+
+def test_status_on_redis_lists_each_machine_with_its_hosts_and_rate(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
+    import re
+    import time
+
+    from test_cluster import Machine, make_sites
+
+    sites, _ = make_sites(make_site, hosts=2, pages=30)
+    m = Machine(tmp_path / "a", "rates", redis_server.url, *(s.url("/") for s in sites))
+    try:
+        row = None
+        end = time.monotonic() + TIMEOUT
+        while row is None and m.proc.poll() is None and time.monotonic() < end:
+            out = run(tmp_path, "status", "rates", "--store", redis_server.url).stdout
+            for line in out.splitlines():
+                f = line.split()
+                if line.startswith("  ") and f and f[0] == m.owner_prefix.rstrip("/") and int(f[4]) > 0:
+                    row = f
+            time.sleep(0.2)
+        assert row is not None, "status never showed the machine with pages crawled"
+        workers, hosts, flight, pages, rate = int(row[1]), int(row[2]), int(row[3]), int(row[4]), float(row[5])
+        assert workers == 2 and 1 <= hosts <= 2 and pages > 0 and rate > 0, row
+        assert re.search(r"machines  1 taking part", out), out
+    finally:
+        m.kill()
+        m.proc.communicate()
