@@ -389,8 +389,6 @@ def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, 
 
     folder = project_folder(projects_dir, name)
     seeds = parse_start_urls(start_urls)
-    if options.get("discover"):
-        raise click.ClickException("--discover is not supported with --store yet")
     sitemaps = bool(options.pop("use_sitemaps", False))
     try:
         store = ClusterStore.connect(url, name, folder)
@@ -403,6 +401,7 @@ def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, 
         config = _config(folder, seeds, options, saved or {})
         store.max_pages, store.max_per_host = config.max_pages, config.max_pages_per_host
         store.order = order_of(config)
+        store.discover(config)
         store.save_settings(config)
         folder.mkdir(parents=True, exist_ok=True)
         code = ClusterCrawl(folder, config, store, seeds=seeds, lease=lease, recheck=recheck, sitemaps=sitemaps,

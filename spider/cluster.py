@@ -33,7 +33,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from . import config as settings
 from . import recrawl
@@ -41,7 +41,7 @@ from .broken import split_failed
 from .config import CrawlConfig
 from .crawl import (EXIT_INTERRUPTED, RUNNING, WORKER_STORE_ERROR, Crawl, Summary,
                     _die_with_parent, order_of)
-from .frontier.contract import Claim, StoreError
+from .frontier.contract import Claim, ClaimResult, StoreError
 from .frontier.redisstore import _LUA_COMMON, RedisStore
 from .records import QueueEntry, first_field, is_data, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
@@ -73,6 +73,52 @@ for i = 4, #ARGV do
 end
 return out
 """
+
+
+# A discovery run (--discover) parks the pending URLs it is not to fetch: moved from the host's
+# ready queue to its retries (``d``) with a time that never comes (``PARKED``), as "key line"
+# like any retry, so they stay pending (counted, and pull writes them to queue.txt) but no claim
+# takes them; ``counts.parked`` counts them. A run without --discover lets them all go back.
+PARKED = 1e12
+# park: ARGV 1 prefix, then pairs host, queue line. Returns how many were parked.
+_PARK = _LUA_COMMON + r"""
+local n = 0
+for i = 2, #ARGV, 2 do
+  local host, line = ARGV[i], ARGV[i + 1]
+  local key = redis.call('ZSCORE', hk('q', host), line)
+  if key then
+    redis.call('ZREM', hk('q', host), line)
+    redis.call('ZADD', hk('d', host), '""" + f"{PARKED:.0f}" + r"""', num(tonumber(key)) .. ' ' .. line)
+    reindex(host)
+    redelay(host)
+    n = n + 1
+  end
+end
+redis.call('HINCRBY', k('counts'), 'parked', n)
+return n
+"""
+# unpark: ARGV 1 prefix, 2 most lines to let go. Returns how many went back to the ready queues.
+_UNPARK = _LUA_COMMON + r"""
+local n = 0
+for _, host in ipairs(redis.call('ZRANGE', k('dhosts'), 0, -1)) do
+  if n >= tonumber(ARGV[2]) then break end
+  local d = hk('d', host)
+  local parked = redis.call('ZRANGEBYSCORE', d, '""" + f"{PARKED:.0f}" + r"""', '+inf', 'LIMIT', 0, tonumber(ARGV[2]) - n)
+  for _, m in ipairs(parked) do
+    local sp = string.find(m, ' ', 1, true)
+    redis.call('ZREM', d, m)
+    if push_ready(host, string.sub(m, 1, sp - 1), string.sub(m, sp + 1)) == 0 then
+      redis.call('HINCRBY', k('counts'), 'pending', -1)
+    end
+    n = n + 1
+  end
+  if #parked > 0 then reindex(host); redelay(host) end
+end
+-- (-n of a Lua 0 is "-0", which HINCRBY refuses)
+if redis.call('HINCRBY', k('counts'), 'parked', n > 0 and -n or 0) <= 0 then redis.call('HDEL', k('counts'), 'parked') end
+return n
+"""
+UNPARK_BATCH = 1000   # lines let go per script: one script must not hold Redis for long
 
 
 def check_url(url: str) -> str:
@@ -113,7 +159,10 @@ class ClusterStore(RedisStore):
         self.done: Counter[str] = Counter()   # this worker's settles, by kind
         self.started = time.time()
         self._shed = client.register_script(_SHED)
+        self._park, self._unpark = client.register_script(_PARK), client.register_script(_UNPARK)
         self.someone_idle = False   # another live worker holds no host (update_share)
+        self.only: tuple[Any, ...] = ()       # a discovery run: the patterns of the URLs it fetches
+        self.seeds: frozenset[str] = frozenset()
 
     @classmethod
     def connect(cls, url: str, name: str, folder: Path | None = None, **kw: Any) -> "ClusterStore":
@@ -125,9 +174,55 @@ class ClusterStore(RedisStore):
 
     def for_worker(self, pid: int, config: CrawlConfig, lease: float) -> "ClusterStore":
         """A store of this worker's own (its own connections: none are shared across a fork)."""
-        return ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
-                                 max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
-                                 order=order_of(config), lease=lease)
+        store = ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
+                                     max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
+                                     order=order_of(config), lease=lease)
+        store.discover(config)
+        return store
+
+    # -- a discovery run (--discover) ------------------------------------------------------------
+    def discover(self, config: CrawlConfig) -> None:
+        """A discovery run fetches only seeds, rechecks and URLs matching ``config.discover``."""
+        from .patterns import compile_pattern
+        self.only = tuple(compile_pattern(p) for p in config.discover)
+        self.seeds = frozenset(config.seeds)
+
+    def wanted(self, e: QueueEntry) -> bool:
+        """As the file store's ``_wanted``: the seeds, rechecks and URLs matching a pattern."""
+        return e.url in self.seeds or e.kind == "recheck" or any(p.search(e.url) for p in self.only)
+
+    def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
+        new = super().add(entries)
+        if self.only:   # left pending for the fetch run
+            self.park(e.line()[:-1] for e in new if not self.wanted(e))
+        return new
+
+    def park(self, lines: Iterable[str]) -> int:
+        args: list[Any] = [self.prefix]
+        for line in lines:
+            args += [host_key(first_field(line)), line]
+        return int(self._do(lambda: self._park(args=args))) if len(args) > 1 else 0
+
+    def park_pending(self) -> int:
+        """At the start of a discovery run: the ready URLs it is not to fetch are parked."""
+        todo = [line for line in pending_lines(self, kinds=("q",)) if not self.wanted(QueueEntry(first_field(line)))]
+        return sum(self.park(todo[i:i + UNPARK_BATCH]) for i in range(0, len(todo), UNPARK_BATCH))
+
+    def unpark(self) -> int:
+        """A run without --discover: every parked URL goes back to its host's ready queue."""
+        n = 0
+        while True:
+            got = int(self._do(lambda: self._unpark(args=[self.prefix, UNPARK_BATCH])))
+            n += got
+            if got < UNPARK_BATCH:
+                return n
+
+    def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
+        got = super().claim(limit, now, delay_for)
+        if self.only:   # parked URLs wait for the fetch run: the discovery run ends without them
+            parked = self._do(lambda: self.r.hget(self.key("counts"), "parked"))
+            got.pending = max(0, got.pending - int(parked or 0))
+        return got
 
     def _do(self, action: Callable[[], Any]) -> Any:
         return _guard(self.prefix, action)
@@ -531,13 +626,14 @@ class ClusterCrawl(Crawl):
             copy_out(self.store, folder, ("crawled", "schedule", "removed", "lastmod"), files=(recrawl.ROUND,))
             pending = {first_field(line) for line in pending_lines(self.store, in_flight=True)
                        if line.endswith("\trecheck")}
-            everything = self.recheck == "all"
+            everything = self.recheck == "all" or only is not None
             now = time.time()
             since = None
             if everything:
                 since = recrawl.open_round(folder, now)
                 self.store.save_file(recrawl.ROUND, (folder / recrawl.ROUND).read_text(encoding="utf-8"))
-            due = [(u, depth) for u, depth in recrawl.due_pages(folder, now, everything, since) if u not in pending]
+            due = [(u, depth) for u, depth in recrawl.due_pages(folder, now, everything, since)
+                   if u not in pending and (only is None or only(u))]
             n = store.requeue(QueueEntry(u, depth, 0, 0.0, "-", "recheck") for u, depth in due)
             if n or pending or everything:
                 self._say(f"recrawl: {plural(n, 'page')} to check" + (f" ({len(pending)} already queued)" if pending else ""))
@@ -574,6 +670,12 @@ class ClusterCrawl(Crawl):
             self._seed_from_sitemaps(store)
         if self.recheck:
             self._queue_rechecks(store)
+        elif cfg.discover:   # discovery again: listing pages are fetched anew for new links
+            self._queue_rechecks(store, lambda url: store.wanted(QueueEntry(url)))
+        if cfg.discover:
+            store.park_pending()
+        else:
+            store.unpark()
         self.stats = RedisStats(store)
         self.stats.catch_up()
         before = store.refresh()
@@ -598,6 +700,9 @@ class ClusterCrawl(Crawl):
                                   crawl_seconds(rows) if len(rows) > 1 else time.monotonic() - started,
                                   "interrupted" if code == EXIT_INTERRUPTED else ("budget" if budget else "done"),
                                   c.crawled - before.crawled, c.rechecked, pages_per_second(rows)))
+        if cfg.discover and code == 0 and c.pending:
+            self._say(f"discovery done: {c.pending} URL(s) left pending for the fetch run; fetch them with: "
+                      f"crawl {store.prefix} --store {store.url} (without --discover)")
         return code
 
     def _give_back(self) -> None:
@@ -723,12 +828,12 @@ def copy_out(store: ClusterStore, folder: Path, logs: tuple[str, ...], pending: 
     atomic_write(folder / "queue.txt", "".join(line + "\n" for line in pending_lines(store)))
 
 
-def pending_lines(store: ClusterStore, in_flight: bool = False) -> list[str]:
-    """The queue lines (no LF) of the pending URLs: ready, rechecks, retries; with ``in_flight``,
-    those claimed too."""
+def pending_lines(store: ClusterStore, in_flight: bool = False, kinds: tuple[str, ...] = ("q", "r", "d")) -> list[str]:
+    """The queue lines (no LF) of the pending URLs: ready, rechecks, retries (or ``kinds`` of
+    them); with ``in_flight``, those claimed too."""
     lines: list[str] = []
     r = store.r
-    for kind in ("q", "r", "d", "f") if in_flight else ("q", "r", "d"):
+    for kind in kinds + ("f",) if in_flight else kinds:
         for key in store._do(lambda: list(r.scan_iter(f"{store.prefix}:{kind}:{{*}}", count=1000))):
             items = store._do(lambda: r.hvals(key) if kind == "f" else r.zrange(key, 0, -1))
             for member in items:

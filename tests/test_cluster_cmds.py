@@ -135,11 +135,49 @@ def test_seed_of_a_crawl_not_in_redis_is_one_error_line(tmp_path: Path, redis_se
     assert not redis_server.client().keys("nothere:*")
 
 
-def test_discover_on_redis_says_it_is_not_supported(tmp_path: Path, redis_server: RedisServer) -> None:
-    line = error_line(run(tmp_path, "crawl", "d", "http://127.0.0.2:9/", "--discover", "/list/",
-                          "--store", redis_server.url, code=1))
-    assert "--discover is not supported with --store yet" in line
-    assert not redis_server.client().keys("d:*")
+def shop(make_site: Callable[..., TestSite]) -> TestSite:
+    """Listing pages /list/N link to detail pages /item/N."""
+    site = make_site("127.0.0.2")
+    site.route("/", body='<a href="/list/1">l1</a><a href="/item/1">1</a><a href="/item/2">2</a>')
+    site.route("/list/1", body='<a href="/list/2">l2</a><a href="/item/3">3</a><a href="/item/4">4</a>')
+    site.route("/list/2", body='<a href="/item/5">5</a>')
+    for i in range(1, 9):
+        site.route(f"/item/{i}", body=f"<p>item {i}</p>")
+    return site
+
+
+def test_discover_on_redis_fetches_listings_and_leaves_the_rest_pending_as_on_files(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
+    site = shop(make_site)
+    store = redis_server.url
+    files, redis_ = tmp_path / "files", tmp_path / "redis"
+    listings = {site.url(p) for p in ("/", "/list/1", "/list/2")}
+    for cwd, s in ((files, None), (redis_, store)):
+        cwd.mkdir()
+        out = crawl(cwd, "shop", site.url("/"), "--discover", "/list/", store=s).stderr
+        assert "discovery done: 5 URL(s) left pending for the fetch run" in out, out
+    assert not any(t.startswith("/item/") for t in site.hits), site.hits
+    assert set(recorded(redis_server.client(), "shop")) == listings
+    assert exported(redis_, "shop", store) == exported(files, "shop")
+    status = run(redis_, "status", "shop", "--store", store).stdout
+    assert "pending   5" in status, status
+    # Pulled now, the parked URLs are pending lines of queue.txt, as on files.
+    other = tmp_path / "other"
+    other.mkdir()
+    run(other, "pull", "shop", "--store", store)
+    queued = {line.split("\t")[0] for line in file_log(other, "shop", "queue.txt")}
+    assert queued == {line.split("\t")[0] for line in file_log(files, "shop", "queue.txt")} == \
+        {site.url(f"/item/{i}") for i in range(1, 6)}
+
+    # Discovery again: the listing pages are checked anew, only the new detail page is added.
+    site.route("/list/2", body='<a href="/item/5">5</a><a href="/item/6">6</a>')
+    out = crawl(redis_, "shop", "--discover", "/list/", store=store).stderr
+    assert "recrawl: 3 pages to check" in out and "discovery done: 6 URL(s) left pending" in out, out
+    assert not any(t.startswith("/item/") for t in site.hits), site.hits
+    # The fetch run fetches them all.
+    out = crawl(redis_, "shop", store=store).stderr
+    assert set(recorded(redis_server.client(), "shop")) == listings | {site.url(f"/item/{i}") for i in range(1, 7)}
+    assert counts(redis_server, "shop").get("parked", 0) == 0 and counts(redis_server, "shop")["pending"] == 0
 
 
 # ---------------------------------------------------------------------------- recrawl
