@@ -219,7 +219,15 @@ class ClusterStore(RedisStore):
 
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         got = super().claim(limit, now, delay_for)
-        if self.only:   # parked URLs wait for the fetch run: the discovery run ends without them
+        if self.only:
+            # A URL claimed in the instant between its admission by another worker and its
+            # parking (or a retry of an earlier run that came due): given back, and parked.
+            unwanted = [c for c in got.claims if not self.wanted(c.entry)]
+            for c in unwanted:
+                self.settle(c, "released", requeue=c.entry)
+            self.park(c.entry.line()[:-1] for c in unwanted)
+            got.claims = [c for c in got.claims if c not in unwanted]
+            # Parked URLs wait for the fetch run: the discovery run ends without them.
             parked = self._do(lambda: self.r.hget(self.key("counts"), "parked"))
             got.pending = max(0, got.pending - int(parked or 0))
         return got

@@ -180,6 +180,29 @@ def test_discover_on_redis_fetches_listings_and_leaves_the_rest_pending_as_on_fi
     assert counts(redis_server, "shop").get("parked", 0) == 0 and counts(redis_server, "shop")["pending"] == 0
 
 
+def test_a_discovery_worker_parks_what_it_claims_and_is_not_to_fetch(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A URL queued unparked (admitted by a worker an instant before it parks it, a retry of an
+    earlier run) and claimed by a discovery worker is given back and parked, not fetched."""
+    from spider.cluster import ClusterStore
+    from spider.config import CrawlConfig
+    from spider.frontier.redisstore import RedisStore
+    from spider.records import QueueEntry
+
+    store = ClusterStore.connect(redis_server.url, "race", tmp_path)
+    store.discover(CrawlConfig(seeds=("http://a.test/",), discover=("/list/",)))
+    RedisStore.add(store, [QueueEntry("http://a.test/item/1", 1), QueueEntry("http://b.test/list/1", 1)])
+    got = store.claim(10, 0.0, lambda host: 0.0)
+    assert [c.url for c in got.claims] == ["http://b.test/list/1"]
+    c = store.counts()
+    assert (c.pending, c.in_flight, got.pending) == (1, 1, 0)
+    assert redis_server.client().hget("race:counts", "parked") == b"1"
+    assert store.claim(10, 0.0, lambda host: 0.0).claims == []   # parked: claimed by no one
+    assert store.unpark() == 1 and redis_server.client().hget("race:counts", "parked") is None
+    store.only = ()
+    assert [c.url for c in store.claim(10, 0.0, lambda host: 0.0).claims] == ["http://a.test/item/1"]
+
+
 # ---------------------------------------------------------------------------- recrawl
 
 
