@@ -428,3 +428,22 @@ def test_status_on_redis_lists_each_machine_with_its_hosts_and_rate(
     finally:
         m.kill()
         m.proc.communicate()
+
+
+def test_a_trap_on_a_redis_crawl_is_said_on_the_terminal(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
+    """A calendar that links to ten new days from every day: the pending queue fills with one
+    pattern, and the machine's parent warns as a file crawl's does."""
+    site = make_site("127.0.0.2")
+
+    def day(info: Any) -> tuple[int, dict[str, str], bytes]:
+        n = int(info.path.rsplit("/", 1)[1]) if info.path.startswith("/cal/") else 0
+        links = "".join(f'<a href="/cal/{10 * n + k}">{k}</a>' for k in range(1, 11))
+        return 200, {"Content-Type": "text/html"}, f"<p>day {n}</p>{links}".encode()
+
+    site.route("/", handler=day)
+    for n in range(1, 200):
+        site.route(f"/cal/{n}", handler=day)
+    out = run(tmp_path, "crawl", "cal", site.url("/"), "--no-traps", "--delay", "0.1", "--workers", "1",
+              "--max-pages", "90", "--store", redis_server.url).stderr
+    assert "warning: possible trap: 127.0.0.2" in out and "/cal/{n} is" in out, out
