@@ -399,7 +399,7 @@ class ClusterStore(RedisStore):
 
         def compact(pipe: Any) -> None:
             lines = [x.decode("utf-8", "replace") for x in pipe.lrange(key, 0, -1)]
-            pages, n = recrawl.schedule_of(x.rstrip("\r\n").split("\t") for x in lines if is_data(x))
+            pages = recrawl.schedule_of(x.rstrip("\r\n").split("\t") for x in lines if is_data(x))[0]
             pipe.multi()
             if len(pages) < len(lines):
                 pipe.delete(key)
