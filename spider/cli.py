@@ -252,7 +252,9 @@ def recrawl(name: str, everything: bool, failed: bool, projects_dir: Path, store
     """Fetch again the crawled pages of NAME that are due (or --all), with conditional requests.
 
     Same workers, politeness and options as crawl. A 304 costs no parse; a changed page's new
-    links are crawled too; 404/410 marks a page removed (removed.txt). See checks.txt."""
+    links are crawled too; 404/410 marks a page removed (removed.txt). See checks.txt.
+
+    With --store: the crawl in Redis, with this machine's workers (others running it help)."""
     recheck = "all" if everything else None if failed else "due"
     if store:
         _crawl_on_store(name, (), projects_dir, options, store, LEASE, recheck=recheck, refetch_failed=failed)
@@ -267,7 +269,9 @@ def recrawl(name: str, everything: bool, failed: bool, projects_dir: Path, store
 @projects_dir_option
 @store_option
 def seed(name: str, projects_dir: Path, store: str | None) -> None:
-    """Queue the URLs of NAME's in-scope sitemaps (robots.txt Sitemap: lines, else /sitemap.xml)."""
+    """Queue the URLs of NAME's in-scope sitemaps (robots.txt Sitemap: lines, else /sitemap.xml).
+
+    With --store: into the crawl NAME in Redis."""
     if store:
         _crawl_on_store(name, (), projects_dir, {}, store, LEASE, seed_only=True)
     folder = project_folder(projects_dir, name)

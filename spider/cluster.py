@@ -624,7 +624,7 @@ class ClusterCrawl(Crawl):
         super()._seed_from_sitemaps(store)
         # lastmod.txt's mtime says when its lines were read at the latest (recrawl.read_lastmod
         # caps a lastmod in the future there): in Redis, a comment line says it.
-        store.log("lastmod", f"{LASTMOD_READ} {self.store.server_time():.3f}\n")
+        store.log("lastmod", f"{recrawl.LASTMOD_READ} {self.store.server_time():.3f}\n")
 
     def _queue_rechecks(self, store: Any, only: Callable[[str], bool] | None = None) -> None:
         """A recrawl on Redis: the crawled pages due (or all) queued as rechecks, once; the
@@ -821,10 +821,9 @@ def copy_out(store: ClusterStore, folder: Path, logs: tuple[str, ...], pending: 
     for name in logs:
         lines = store.lines(name)
         atomic_write(folder / f"{name}.txt", "".join(lines))
-        read = [line for line in lines if line.startswith(LASTMOD_READ + " ")]
-        if name == "lastmod" and read:   # when the sitemaps were read, as the file's mtime says it
-            when = float(read[-1].split()[-1])
-            os.utime(folder / "lastmod.txt", (when, when))
+        when = recrawl.lastmod_read_at(lines) if name == "lastmod" else None
+        if when is not None:   # when the sitemaps were read, as the file's mtime says it
+            os.utime(folder / recrawl.LASTMOD, (when, when))
     for name in files:
         text = store.file_text(name)
         if text is not None:
@@ -850,7 +849,6 @@ def pending_lines(store: ClusterStore, in_flight: bool = False, kinds: tuple[str
     return lines
 
 
-LASTMOD_READ = "# sitemaps read at"   # lastmod's comment line: when its lines were read, at the latest
 CENSUS_BUDGET = 5000   # pending URLs read per sample for the census of a Redis crawl
 CENSUS_HOSTS = 2000    # of the first hosts of the index
 STATS_WRITER = 10.0    # seconds one machine stays the writer of the stats rows without a sample

@@ -36,6 +36,9 @@ from .frontier.seen import SeenSet
 from .safefs import append_text, atomic_write
 
 SCHEDULE, CHECKS, REMOVED, LASTMOD = "schedule.txt", "checks.txt", "removed.txt", "lastmod.txt"
+# lastmod.txt's mtime is when its lines were read, at the latest (``read_lastmod``); where the
+# lines are kept in Redis (a crawl on --store), a comment line ``LASTMOD_READ UNIX`` says it.
+LASTMOD_READ = "# sitemaps read at"
 SCHEDULE_HEADER = ("# url\tetag\tlast_modified\tinterval_s\tdue_unix\tchecks\tchanges\tchecked_at"
                    "\tcontent_hash\n")
 CHECKS_HEADER = ("# url\tstatus\tresult\tchecked_at\tcontent_hash"
@@ -228,6 +231,18 @@ def read_lastmod(folder: Path, now: float | None = None) -> dict[str, float]:
             if t is not None:
                 out[f[0]] = cap_lastmod(t, read_at)
     return out
+
+
+def lastmod_read_at(lines: Iterable[str]) -> float | None:
+    """The time the last ``LASTMOD_READ`` comment line of the lastmod log says, if any."""
+    when = None
+    for line in lines:
+        if line.startswith(LASTMOD_READ + " "):
+            try:
+                when = float(line.split()[-1])
+            except ValueError:
+                pass
+    return when
 
 
 def listed_urls(folder: Path) -> SeenSet:

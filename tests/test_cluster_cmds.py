@@ -400,6 +400,33 @@ def test_a_sitemap_lastmod_in_the_future_makes_no_page_due_on_redis(
     assert "recrawl: nothing is due" in out, out
 
 
+def test_push_and_pull_keep_when_the_sitemaps_were_read(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
+    """lastmod.txt's mtime (the cap of a lastmod in the future) goes to Redis with its lines and
+    comes back as the pulled file's mtime; the file itself comes back byte for byte."""
+    import os
+    import time
+
+    site = make_site("127.0.0.2")
+    site.route("/", body="<p>home</p>")
+    site.route("/s1", body="<p>s1</p>")
+    site.route("/sitemap.xml", content_type="application/xml", body=(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{site.url('/s1')}</loc><lastmod>2099-01-01</lastmod></url></urlset>"))
+    crawl(tmp_path, "moved", site.url("/"), "--sitemaps")
+    lastmod = tmp_path / "projects" / "moved" / "lastmod.txt"
+    text, read_at = lastmod.read_bytes(), int(lastmod.stat().st_mtime)
+    time.sleep(1.1)   # a recrawl now must not take now for when the sitemap was read
+    run(tmp_path, "push", "moved", "--store", redis_server.url)
+    out = run(tmp_path, "recrawl", "moved", "--delay", DELAY, "--store", redis_server.url).stderr
+    assert "recrawl: nothing is due" in out, out
+    other = tmp_path / "other"
+    other.mkdir()
+    run(other, "pull", "moved", "--store", redis_server.url)
+    pulled = other / "projects" / "moved" / "lastmod.txt"
+    assert pulled.read_bytes() == text and int(os.stat(pulled).st_mtime) == read_at
+
+
 def test_status_on_redis_lists_each_machine_with_its_hosts_and_rate(
         tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
     import re
