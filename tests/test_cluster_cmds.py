@@ -384,16 +384,22 @@ def test_status_on_redis_shows_the_trap_alarm_from_the_stats_rows(
     assert "WARNING   possible trap: a.test/cal/{n}/x" in status, status
 
 
-def test_a_sitemap_lastmod_in_the_future_makes_no_page_due_on_redis(
-        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
-    """A lastmod later than when the sitemap was read counts as that moment (recrawl.cap_lastmod):
-    in Redis that moment is a comment line of the lastmod log, as the file's mtime says it."""
+def future_sitemap_site(make_site: Callable[..., TestSite]) -> TestSite:
+    """/ and /s1, which the sitemap lists with a lastmod in 2099."""
     site = make_site("127.0.0.2")
     site.route("/", body="<p>home</p>")
     site.route("/s1", body="<p>s1</p>")
     site.route("/sitemap.xml", content_type="application/xml", body=(
         '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         f"<url><loc>{site.url('/s1')}</loc><lastmod>2099-01-01</lastmod></url></urlset>"))
+    return site
+
+
+def test_a_sitemap_lastmod_in_the_future_makes_no_page_due_on_redis(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite]) -> None:
+    """A lastmod later than when the sitemap was read counts as that moment (recrawl.cap_lastmod):
+    in Redis that moment is a comment line of the lastmod log, as the file's mtime says it."""
+    site = future_sitemap_site(make_site)
     crawl(tmp_path, "future", site.url("/"), "--sitemaps", store=redis_server.url)
     assert len(recorded(redis_server.client(), "future")) == 2
     out = run(tmp_path, "recrawl", "future", "--delay", DELAY, "--store", redis_server.url).stderr
@@ -407,12 +413,7 @@ def test_push_and_pull_keep_when_the_sitemaps_were_read(
     import os
     import time
 
-    site = make_site("127.0.0.2")
-    site.route("/", body="<p>home</p>")
-    site.route("/s1", body="<p>s1</p>")
-    site.route("/sitemap.xml", content_type="application/xml", body=(
-        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-        f"<url><loc>{site.url('/s1')}</loc><lastmod>2099-01-01</lastmod></url></urlset>"))
+    site = future_sitemap_site(make_site)
     crawl(tmp_path, "moved", site.url("/"), "--sitemaps")
     lastmod = tmp_path / "projects" / "moved" / "lastmod.txt"
     text, read_at = lastmod.read_bytes(), int(lastmod.stat().st_mtime)
