@@ -454,8 +454,9 @@ class Spider:
 
     # -- recrawl -------------------------------------------------------------------------------------
     def _schedule(self) -> dict[str, recrawl.Page]:
-        if self._pages is None:
-            self._pages = recrawl.read_schedule(_folder_of(self.store))
+        if self._pages is None:   # a store that keeps its logs (Redis) reads schedule.txt's lines itself
+            own = getattr(self.store, "read_schedule", None)
+            self._pages = own() if own is not None else recrawl.read_schedule(_folder_of(self.store))
         return self._pages
 
     def _recheck(self, claim: Claim) -> None:

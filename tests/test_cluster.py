@@ -380,10 +380,6 @@ def test_an_unreachable_redis_or_a_wrong_url_is_one_error_line(tmp_path: Path, c
     assert "not a Redis URL" in line and "redis://HOST:PORT/DB" in line
 
 
-@pytest.mark.parametrize("command", [["seed", "x"], ["recrawl", "x"]])
-def test_commands_not_done_on_redis_say_so(tmp_path: Path, command: list[str]) -> None:
-    line = error_line(cli(tmp_path, *command, "--store", "redis://127.0.0.1:6379/0"))
-    assert "not supported with --store yet" in line
 
 
 def test_lease_without_store_is_a_usage_error(tmp_path: Path) -> None:

@@ -615,13 +615,14 @@ class RedisStore:
         return new
 
     @_one_line_errors
-    def requeue(self, entries: Iterable[QueueEntry]) -> int:
-        """Queue entries whatever deduplication says (rechecks of crawled pages); returns how many."""
+    def requeue(self, entries: Iterable[QueueEntry], client: Any = None) -> int:
+        """Queue entries whatever deduplication says (rechecks of crawled pages); returns how many.
+        ``client``: a transaction to run it in (``recrawl --failed`` moves failed URLs back in one)."""
         args: list[Any] = [self.prefix, self._lifo]
         for e in entries:
             args += [host_key(e.url), self._score(e), e.line()[:-1], self._time(e.not_before)]
         if len(args) > 2:
-            self._requeue_script(args=args)
+            self._requeue_script(args=args, client=client)
         return (len(args) - 2) // 4
 
     @staticmethod

@@ -13,7 +13,10 @@ What moves (``P`` is the project's prefix; the keys are ``redisstore.py``'s):
   same lines byte for byte (the column header line is left out in Redis), and the counts;
 - ``hosts.txt`` <-> ``P:h:{host}`` (next, delay, failures, reason); ``hashes.txt`` <-> ``P:texts``;
 - ``settings.txt`` <-> ``P:settings``; ``robots/HOST.txt`` <-> ``P:robots`` (file name -> text);
-  any other state file (``lastmod.txt``, ``stats.txt``, ...) <-> ``P:files`` (file name -> text).
+  ``stats.txt`` and ``lastmod.txt`` <-> ``P:log:stats``, ``P:log:lastmod`` (a crawl on Redis appends
+  to them there; lastmod.txt's mtime, when its lines were read, is a ``# sitemaps read at UNIX``
+  line in Redis); any other state file (``unlinked.txt``, ``round.txt``, ...) <-> ``P:files``
+  (file name -> text).
 
 Not moved: ``claims.txt`` (empty once recovered), locks, ``running.txt``, the caches
 (``frontier.txt``, ``frontier.view``, ``census.txt``), ``report.html`` and ``warc/``.
@@ -47,6 +50,7 @@ from .. import config as settings
 from ..order import Order
 from ..politeness import HostState
 from ..records import QUEUE_HEADER, first_field, is_data, is_redirect_hop, parse_queue_line
+from ..recrawl import LASTMOD, LASTMOD_READ, lastmod_read_at
 from ..safefs import atomic_write_with
 from ..urls import host_key
 from .contract import StoreError
@@ -57,7 +61,9 @@ from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint
 LOCK = "crawl.lock"   # the crawl's own lock (crawl.py): a push holds it as a crawl start does
 SETTINGS = settings.SETTINGS
 SKIPPED = {CLAIMS, "running.txt", SIGNATURE, "census.txt"}   # not state, or empty once recovered
-LOG_FILES = {file: name for name, file in LOGS.items()}
+# stats.txt and lastmod.txt are appended to as well: a crawl on Redis appends their lines to
+# P:log:stats and P:log:lastmod, so they move as logs (a file crawl's lines, then Redis's).
+LOG_FILES = {file: name for name, file in LOGS.items()} | {"stats.txt": "stats", "lastmod.txt": "lastmod"}
 STRUCTURED = {QUEUE, HOSTS, HASHES, SETTINGS, CLAIMS}
 ROBOTS = "robots"
 PIPELINE = 1000        # Redis commands sent per round trip while writing an image
@@ -270,6 +276,8 @@ def read_folder(folder: Path) -> Image:
             img.pending = queue_lines(data)
         elif name in LOG_FILES:
             img.logs[LOG_FILES[name]] = log_lines(name, data)
+            if name == LASTMOD:   # its mtime (when its lines were read) as Redis keeps it
+                img.logs["lastmod"].append(f"{LASTMOD_READ} {path.stat().st_mtime:.3f}\n".encode())
         elif name == HOSTS:
             img.hosts = read_hosts(folder)
         elif name == HASHES:
@@ -298,10 +306,16 @@ def write_folder(img: Image, folder: Path) -> None:
         line.encode("utf-8", "surrogateescape") + b"\n" for line in img.pending))
     put(folder / CLAIMS, HEADERS[CLAIMS].encode())
     logs = {"crawled": [], "failed": [], "rejected": [], **img.logs}
+    read_at = None
+    if "lastmod" in logs:
+        read_at = lastmod_read_at(x.decode("utf-8", "replace") for x in logs["lastmod"])
+        logs["lastmod"] = [x for x in logs["lastmod"] if not x.startswith(LASTMOD_READ.encode() + b" ")]
     for name, lines in sorted(logs.items()):
         file = log_file(name)
         if file is not None:
             put(folder / file, HEADERS.get(file, "").encode() + b"".join(lines))
+    if read_at is not None:   # when its lines were read, as a file says it
+        os.utime(folder / LASTMOD, (read_at, read_at))
     put(folder / HOSTS, (HEADERS[HOSTS] + "".join(s.line(h) for h, s in sorted(img.hosts.items()))).encode())
     if img.texts:
         put(folder / HASHES, (HEADERS[HASHES] + "".join(f"{h}\t{u}\n" for h, u in sorted(img.texts.items())))
