@@ -16,7 +16,6 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -32,47 +31,10 @@ from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_lin
 from .scope import Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
-from .urls import host_key, normalize, resolve
+from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
 EXIT_INTERNAL_ERROR = 4   # a worker that met the same bug of ours on one URL too often
-LINK_CACHE_SIZE = 8192    # resolved links a worker remembers (a few MB at most)
-_LINK_CACHE_MAX_LEN = 2048   # a longer base or href is resolved without the cache: no huge keys kept
-
-# A reference whose result depends on the base's directory alone (URL Standard, "path state"):
-# it starts with a path character and names no scheme. Not so: "" and "?q" (they take the base's
-# query), "#f", leading spaces or controls (stripped first), and "http:?q" or "http:" (a
-# reference with the base's own scheme takes the base's whole path).
-_DIRECTORY_REFERENCE = re.compile(r"(?![A-Za-z][A-Za-z0-9+.\-]*:)[A-Za-z0-9._~%/\-]")
-
-
-def directory_of(base: str) -> str | None:
-    """The part of ``base`` that a relative path is resolved against: the normal URL up to the last
-    "/" of its path; None when ``base`` (or that part) is not a normal URL, whose dot segments or
-    escapes could make the text before a "/" mean another directory.
-
-    >>> directory_of("http://a/b/c.html?q=1")
-    'http://a/b/'
-    >>> directory_of("http://a/b/c/..") is None
-    True
-    """
-    try:
-        if normalize(base) != base:
-            return None
-        head = base.partition("?")[0]
-        directory = head[:head.rfind("/") + 1]
-        return directory if normalize(directory) == directory else None
-    except ValueError:
-        return None
-
-
-def link_base(base: str, href: str, directory: str | None) -> str:
-    """What ``resolve(base, href)`` depends on: ``directory`` (``directory_of(base)``) for a
-    reference resolved against the directory alone, else the whole base. A menu link then has one
-    cache entry for every page of a directory instead of one per page."""
-    if directory is not None and _DIRECTORY_REFERENCE.match(href):
-        return directory
-    return base
 
 
 @dataclass
@@ -105,9 +67,6 @@ class Spider:
         self.robots = None if config.ignore_robots else _robots_cache(store, clock)
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
         self._told_internal = False   # an internal error is said once per worker (errors.log has all)
-        # (base or directory, href) -> the URL as queued, or None: the same menu links are
-        # resolved on every page; remembered per worker, least recently used dropped first.
-        self._link_url = lru_cache(maxsize=LINK_CACHE_SIZE)(self._resolve_link)
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -508,17 +467,11 @@ class Spider:
         batch: dict[str, QueueEntry] = {}
         refused: list[tuple[str, str, str]] = []
         resolved: list[tuple[Link | str, str]] = []
-        directory = directory_of(base) if len(base) <= _LINK_CACHE_MAX_LEN else None
-        link_url = self._link_url
         for link in links:
             report.found += 1
-            href = link.href if isinstance(link, Link) else link
-            if len(href) <= _LINK_CACHE_MAX_LEN and len(base) <= _LINK_CACHE_MAX_LEN:
-                url = link_url(link_base(base, href, directory), href)
-            else:
-                url = self._resolve_link(base, href)
+            url = resolve(base, link.href if isinstance(link, Link) else link)
             if url is not None:
-                resolved.append((link, url))
+                resolved.append((link, self.admission.clean(url)))
         known = self.store.known(url for _, url in resolved)   # one question for the whole page
         for link, url in resolved:
             if url in batch or url in known:
@@ -550,11 +503,6 @@ class Spider:
             report.duplicates += len(batch) - len(added) - refused_by_budget
             report.rejected += refused_by_budget
         return report
-
-    def _resolve_link(self, base: str, href: str) -> str | None:
-        """A link as it is deduplicated and queued (resolved, normalised, session ids dropped)."""
-        url = resolve(base, href)
-        return None if url is None else self.admission.clean(url)
 
     def _reject(self, items: list[tuple[str, str, str]]) -> None:
         """Log each refused URL once per worker (the same menu link is refused on every page)."""
