@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import measure
-from measure import OUT_DIR, RunResult, fmt, median, print_table, run_measured
+from measure import OUT_DIR, fmt, median, print_table, run_measured
+from throughput import ToolRun, fresh_dir
 
 SITE = measure.load_site_module()
 RUN_DIR = OUT_DIR / "realsite"
@@ -73,28 +74,12 @@ def is_page(url: str) -> bool:
 
 
 @dataclass
-class Run:
-    tool: str
-    workers: int
-    pages: int                       # HTML pages fetched with status 200
-    requests: int                    # everything fetched or failed
-    res: RunResult
+class Run(ToolRun):
+    """A run (``pages``: HTML pages fetched with status 200) and the pages it found."""
+
+    requests: int = 0                                           # everything fetched or failed
     found: Set[str] = field(default_factory=set, repr=False)    # pages fetched (200)
     errors: Set[str] = field(default_factory=set, repr=False)   # pages answered with an error
-
-    @property
-    def pages_per_s(self) -> float:
-        return self.pages / self.res.wall if self.res.wall > 0 else float("nan")
-
-    @property
-    def cpu_per_1000(self) -> float:
-        return 1000.0 * self.res.cpu / self.pages if self.pages else float("nan")
-
-
-def fresh_dir(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
 
 
 def _rows(path: Path) -> List[List[str]]:
@@ -116,7 +101,8 @@ def run_spider(url: str, workers: int, rnd: int, timeout: float) -> Run:
     found = {r[0] for r in crawled if len(r) > 2 and r[1] == "200" and r[2] in ("text/html", "application/xhtml+xml")}
     errors = {r[0] for r in crawled if len(r) > 1 and r[1] != "200" and is_page(r[0])}
     errors |= {r[0] for r in failed if r and is_page(r[0])}
-    return Run("spider", workers, len(found), len(crawled) + len(failed), res, found, errors)
+    return Run("spider", workers, len(found), len(failed), res, requests=len(crawled) + len(failed),
+               found=found, errors=errors)
 
 
 def run_wget(url: str, rnd: int, timeout: float) -> Run:
@@ -143,7 +129,7 @@ def run_wget(url: str, rnd: int, timeout: float) -> Run:
     # wget exits 8 when a server answered an error (the site has a dead link): that is no failure
     if res.returncode == 8:
         res.returncode = 0
-    return Run("wget", 1, len(found), fetched + len(errors), res, found, errors)
+    return Run("wget", 1, len(found), len(errors), res, requests=fetched + len(errors), found=found, errors=errors)
 
 
 def describe(run: Run) -> str:
