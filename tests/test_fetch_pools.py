@@ -53,8 +53,26 @@ def test_a_pool_the_manager_closed_is_not_used_again(site: TestSite) -> None:
         f.close()
 
 
+def test_a_proxy_set_later_is_used_though_the_origin_has_a_pool(site: TestSite, make_site) -> None:
+    """With a proxy, requests' own lookup runs, whatever pool the origin has: the request goes to
+    the proxy, in absolute form (the session's proxies are handed to every request)."""
+    proxy = make_site("127.0.0.2")
+    proxy.route("/a", body=b"<html>via proxy</html>", content_type="text/html")
+    site.route("/a", body=b"<html>direct</html>", content_type="text/html")
+    f = _fetcher()
+    try:
+        r = f.fetch(site.url("/a"))
+        assert isinstance(r, Response) and r.body == b"<html>direct</html>", r   # the origin's pool now
+        f.session.proxies = {"http": proxy.url("/").rstrip("/")}
+        r = f.fetch(site.url("/a"))
+        assert isinstance(r, Response) and r.body == b"<html>via proxy</html>", r
+        assert site.hits["/a"] == 1
+    finally:
+        f.close()
+
+
 def test_a_proxy_from_the_environment_is_still_used(site: TestSite, make_site, monkeypatch) -> None:
-    """With a proxy, requests' own lookup runs: the request goes to the proxy, in absolute form."""
+    """A proxy in the environment: requests merges it (``trust_env``), and the request goes there."""
     proxy = make_site("127.0.0.2")
     proxy.route("/a", body=b"<html>via proxy</html>", content_type="text/html")
     monkeypatch.setenv("http_proxy", proxy.url("/").rstrip("/"))
