@@ -58,6 +58,8 @@ def ensure_packages(docs: Path) -> None:
     if not shutil.which("wget"):
         need.append("wget")
     if not need:
+        if not (docs / "index.html").exists():
+            raise SystemExit(f"no index.html in {docs}")
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     print(f"installing {' '.join(need)} with apt-get", flush=True)
