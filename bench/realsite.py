@@ -199,7 +199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                   "others_cores": median([r.res.others_cpu / r.res.wall for r in ok if r.res.wall > 0])}
         rows.append([tool, str(w), fmt(s["pages"], ".0f"), fmt(s["seconds"], ".2f"), fmt(s["pages_per_s"], ",.1f"),
                      fmt(s["cpu_per_1000"], ".2f"), fmt(s["others_cores"], ".2f")])
-    print(f"\n=== real site: Python {docs.parent.name} docs (medians of {args.rounds} round(s))")
+    print(f"\n=== real site: {docs} (medians of {args.rounds} round(s))")
     print_table(["tool", "workers", "pages", "seconds", "pages/s", "CPU s/1000 pages", "others' cores"], rows)
     wget = summary[("wget", 1)]
     best_w = max(workers, key=lambda w: summary[("spider", w)]["pages_per_s"])
