@@ -450,9 +450,35 @@ class _TLSPool(HTTPSConnectionPool):
 
 
 class _Adapter(HTTPAdapter):
-    """requests' adapter, with connections that read past interim responses (``_FinalResponse``)."""
+    """requests' adapter, with connections that read past interim responses (``_FinalResponse``).
+
+    Without a proxy, the connection pool of an origin is remembered: requests parses the URL and
+    builds urllib3's pool key again on every request, and parses it once more for the request
+    target (0.14 ms of a request's ~0.8 ms of CPU, measured on loopback). As many origins are
+    remembered as the pool manager keeps (``pool_connections``); a closed pool is not reused."""
 
     POOLS = {"http": _Pool, "https": _TLSPool}
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self._origin_pools: dict[tuple[str, object], HTTPConnectionPool] = {}
+
+    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):  # type: ignore[no-untyped-def]
+        url = request.url or ""
+        if proxies or cert is not None or not url.startswith(("http://", "https://")):
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+        end = url.find("/", url.find("//") + 2)
+        key = (url if end < 0 else url[:end], verify)
+        pool = self._origin_pools.get(key)
+        if pool is None or pool.pool is None:   # new, or closed by the pool manager
+            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+            if len(self._origin_pools) >= self._pool_connections:
+                self._origin_pools.clear()
+            self._origin_pools[key] = pool
+        return pool
+
+    def request_url(self, request, proxies):  # type: ignore[no-untyped-def]
+        return request.path_url if not proxies else super().request_url(request, proxies)
 
     def init_poolmanager(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().init_poolmanager(*args, **kwargs)
@@ -550,8 +576,9 @@ class Fetcher:
                 r = self.session.request(method, url, allow_redirects=False, stream=True, headers=headers,
                                          timeout=timeout)
             else:
+                # proxies given: Session.send would otherwise work out again that there are none
                 r = self.session.send(self._prepare(url, headers, method), allow_redirects=False, stream=True,
-                                      timeout=timeout)
+                                      timeout=timeout, proxies=dict(self.session.proxies))
         except requests.RequestException as e:
             return failure_of(e)
         except (UnicodeError, ValueError) as e:   # e.g. a Location header that is not UTF-8
