@@ -123,7 +123,7 @@ class ClusterStore(RedisStore):
         """A store of this worker's own (its own connections: none are shared across a fork)."""
         return ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
                                  max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
-                                 order=order_of(config), lease=lease)
+                                 order=order_of(config), lease=lease, defer=True)
 
     def _do(self, action: Callable[[], Any]) -> Any:
         return _guard(self.prefix, action)
@@ -161,6 +161,8 @@ class ClusterStore(RedisStore):
         right before each request: a worker paused past its lease must not send it, since the
         host's new holder keeps the host's pace without it."""
         token = self._tokens.get(claim.url)
+        if token is not None and self.leased(host_key(claim.url)):
+            return True   # leased less than half a lease ago: Redis cannot have taken it back
         raw = self._do(lambda: self.r.hget(self.per_host("f", host_key(claim.url)), claim.url))
         return token is not None and raw is not None and raw.decode("utf-8", "replace").startswith(
             f"{self.machine}/{claim.owner}\t{token}\t")
@@ -222,6 +224,8 @@ class ClusterStore(RedisStore):
         gone = [h.decode() for h in self._do(lambda: self._shed(
             args=[self.prefix, self._who, extra, *sorted(self._held)]))]
         self._held -= set(gone)
+        for host in gone:
+            self._drop(host)
         return gone
 
     def held_hosts(self, now: float, most: int = 1000) -> list[tuple[str, str, float]]:
