@@ -489,3 +489,53 @@ def test_a_host_told_to_wait_long_is_let_go_for_another(make):
     assert urls(s.claim(5, 1.0, no_delay)) == []                # a short wait: a.test is kept
     s.reserve_host("a.test", 3600.0)
     assert urls(s.claim(5, 1.0, no_delay)) == [B + "1"]
+
+
+def counting_client(server):
+    """A client of ``server`` that counts its round trips: one per send (a pipeline is one)."""
+    import redis
+
+    sent = {"n": 0}
+
+    class Counting(redis.Connection):
+        def send_packed_command(self, command, check_health=True):
+            sent["n"] += 1
+            return super().send_packed_command(command, check_health)
+
+    pool = redis.ConnectionPool(host="127.0.0.1", port=server.port, connection_class=Counting)
+    client = redis.Redis(connection_pool=pool)
+    return client, sent
+
+
+def test_a_crawled_page_costs_at_most_three_round_trips(redis_server, site, tmp_path: Path):  # noqa: F811
+    """A worker's page on Redis (claim, robots, dedup of its links, the links queued, the outcome
+    and its log lines) takes at most 3 round trips on average: counted on the wire, on a real
+    crawl of 40 pages with 8 links each, one worker as a crawl's workers run (``defer``)."""
+    from spider.cluster import ClusterStore
+    from spider.config import CrawlConfig
+    from spider.spider import Spider
+
+    pages = 40
+    site.route("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    for i in range(pages):
+        links = "".join(f'<a href="/p/{(i * 7 + j) % pages}">x</a>' for j in range(8))
+        site.route("/" if i == 0 else f"/p/{i}", body=f"<title>{i}</title><p>page {i}</p>{links}"
+                   '<a href="/private/x">no</a>')
+    redis_server.client().flushall()
+    client, sent = counting_client(redis_server)
+    store = ClusterStore(client, "rt", folder=tmp_path, owner=1, machine="m", defer=True)
+    config = CrawlConfig(seeds=(site.url("/"),), delay=0.0, connect_timeout=2.0, read_timeout=2.0)
+    store.add([QueueEntry(site.url("/"))])
+    spider = Spider(config, store)
+    before = sent["n"]
+    try:
+        spider.run(lambda: False)
+        store.close()
+    finally:
+        spider.close()
+    trips = sent["n"] - before
+    c = store.refresh()
+    assert (c.crawled, c.pending, c.in_flight) == (pages, 0, 0)
+    assert len(store.lines("crawled")) == pages and len(store.lines("links")) == pages
+    print(f"{trips} round trips for {pages} pages")
+    assert trips / pages <= 3, f"{trips} round trips for {pages} pages"

@@ -533,17 +533,32 @@ redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
 return redis.call('HGET', k('texts'), ARGV[2])
 """
 
-# known: ARGV 1 prefix, 2 the 8-byte fingerprints one after the other. Returns '1' or '0' each.
-_KNOWN = _LUA_COMMON + r"""
-local out, buckets = {}, {}
-for at = 1, #ARGV[2], 8 do
-  local fp = string.sub(ARGV[2], at, at + 7)
-  local b1, b2 = string.byte(fp, 1, 2)
-  local key = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
-  if buckets[key] == nil then buckets[key] = redis.call('GET', key) or '' end
-  out[#out + 1] = packed_has(buckets[key], fp) and '1' or '0'
+_KNOWN_FN = r"""
+local function known(fps)
+  local out, buckets = {}, {}
+  for at = 1, #fps, 8 do
+    local fp = string.sub(fps, at, at + 7)
+    local b1, b2 = string.byte(fp, 1, 2)
+    local key = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
+    if buckets[key] == nil then buckets[key] = redis.call('GET', key) or '' end
+    out[#out + 1] = packed_has(buckets[key], fp) and '1' or '0'
+  end
+  return table.concat(out)
 end
-return table.concat(out)
+"""
+
+# known: ARGV 1 prefix, 2 the 8-byte fingerprints one after the other. Returns '1' or '0' each.
+_KNOWN = _LUA_COMMON + _KNOWN_FN + "return known(ARGV[2])"
+
+# a page's text and its links at once: ARGV 1 prefix, 2 text hash ('' none), 3 url, 4 the links'
+# fingerprints. Returns {first url with that text, '1' or '0' per link}.
+_FIRST_AND_KNOWN = _LUA_COMMON + _KNOWN_FN + r"""
+local first = ARGV[3]
+if ARGV[2] ~= '' then
+  redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+  first = redis.call('HGET', k('texts'), ARGV[2])
+end
+return {first, known(ARGV[4])}
 """
 
 HOST_FIELDS = ("next", "delay", "failures", "reason")
@@ -672,7 +687,7 @@ class RedisStore:
         self._claim_script, self._admit, self._settle = reg(_CLAIM), reg(_ADMIT), reg(_SETTLE)
         self._reissue, self._renew, self._claim_one = reg(_REISSUE), reg(_RENEW), reg(_CLAIM_ONE)
         self._flush_script, self._text, self._known = reg(_FLUSH), reg(_TEXT), reg(_KNOWN)
-        self._state, self._put_host = reg(_STATE), reg(_PUT_HOST)
+        self._state, self._put_host, self._first_known = reg(_STATE), reg(_PUT_HOST), reg(_FIRST_AND_KNOWN)
 
     @classmethod
     def from_url(cls, url: str, name: str, **kw: Any) -> "RedisStore":
@@ -758,6 +773,14 @@ class RedisStore:
             return {u for u in todo if self._added[u]}
         flags = self._known(args=[self._carry(), b"".join(fingerprint(u) for u in todo)])
         return {u for u, f in zip(todo, flags) if f == ord("1")}
+
+    @_one_line_errors
+    def first_and_known(self, text_hash: str | None, url: str, links: Iterable[str]) -> tuple[str, set[str]]:
+        """``first_with_text`` and ``known`` in one script: a page's two questions, one round trip."""
+        todo = list(dict.fromkeys(links))
+        first, flags = self._first_known(args=[self._carry(), text_hash or "", url,
+                                               b"".join(fingerprint(u) for u in todo)])
+        return first.decode("utf-8", "replace"), {u for u, f in zip(todo, flags) if f == ord("1")}
 
     @_one_line_errors
     def counts(self) -> Counts:
