@@ -12,7 +12,10 @@ What moves (``P`` is the project's prefix; the keys are ``redisstore.py``'s):
   (``fetch.log``, ``errors.log``, ``duplicates.txt``, ``checks.txt``, ...) <-> ``P:log:NAME``, the
   same lines byte for byte (the column header line is left out in Redis), and the counts;
 - ``hosts.txt`` <-> ``P:h:{host}`` (next, delay, failures, reason); ``hashes.txt`` <-> ``P:texts``;
-- ``settings.txt`` <-> ``P:settings``; ``robots/HOST.txt`` <-> ``P:robots`` (file name -> text);
+- ``settings.txt`` <-> ``P:settings``; ``robots/HOST-HASH.txt`` <-> ``P:robots:{host}``, the very
+  key a crawl on Redis reads its robots.txt from (``cluster.RedisRobots``), kept as long as a crawl
+  keeps it (a day past its freshness), so no robots.txt is fetched again after push or pull; a
+  file that is not one host's cache file, or is older than that, <-> ``P:robots`` (name -> text);
   any other state file (``lastmod.txt``, ``stats.txt``, ...) <-> ``P:files`` (file name -> text).
 
 Not moved: ``claims.txt`` (empty once recovered), locks, ``running.txt``, the caches
@@ -36,6 +39,7 @@ import os
 import re
 import shutil
 import socket
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +50,7 @@ from filelock import FileLock, Timeout
 from .. import config as settings
 from ..order import Order
 from ..politeness import HostState
+from ..robots import FRESH_FOR, cache_name, load as load_robots
 from ..records import QUEUE_HEADER, first_field, is_data, is_redirect_hop, parse_queue_line
 from ..safefs import atomic_write_with
 from ..urls import host_key
@@ -63,7 +68,7 @@ ROBOTS = "robots"
 PIPELINE = 1000        # Redis commands sent per round trip while writing an image
 _PLAIN_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@\[\]-]{0,250}\.(txt|log)")
 _LOG_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
-_PER_HOST = re.compile(r"([qrdhf]):\{([^{}]*)\}")
+_PER_HOST = re.compile(r"([qrdhf]|robots):\{([^{}]*)\}")
 _NAMED = re.compile(r"(seen|over):[0-9a-f]{3}|log:[a-z][a-z0-9_]*|held:[^:]+")
 _FIXED = {"hosts", "rhosts", "dhosts", "leases", "fhosts", "counts", "owners", "seq", "texts",
           "settings", "robots", "files"}
@@ -209,7 +214,8 @@ class Snapshot:
     logs: dict[str, list[bytes]] = field(default_factory=dict)
     texts: dict[bytes, bytes] = field(default_factory=dict)
     settings: bytes | None = None
-    robots: dict[bytes, bytes] = field(default_factory=dict)
+    robots: dict[bytes, bytes] = field(default_factory=dict)                     # P:robots: name -> text
+    host_robots: dict[str, bytes] = field(default_factory=dict)                 # P:robots:{host}
     files: dict[bytes, bytes] = field(default_factory=dict)
 
 
@@ -248,6 +254,7 @@ def image_of(snap: Snapshot, lifo: bool) -> Image:
     img.texts = {h.decode("utf-8", "surrogateescape"): u.decode("utf-8", "surrogateescape") for h, u in snap.texts.items()}
     img.settings = snap.settings
     img.robots = {k.decode("utf-8", "surrogateescape"): v for k, v in snap.robots.items()}
+    img.robots.update((cache_name(host), text) for host, text in snap.host_robots.items())
     img.files = {k.decode("utf-8", "surrogateescape"): v for k, v in snap.files.items()}
     return img
 
@@ -431,10 +438,30 @@ def write_image(r: Any, prefix: str, img: Image, order: Order) -> None:
         send("hset", store.key("texts"), mapping=dict(texts[i:i + PIPELINE]))
     if img.settings is not None:
         send("set", store.key("settings"), img.settings)
-    for kind, blobs in (("robots", img.robots), ("files", img.files)):
-        for name, data in blobs.items():
-            send("hset", store.key(kind), name, data)
+    for name, data in img.robots.items():
+        host, until = robots_key_of(name, data)
+        if host is not None and until > time.time() + 60:
+            send("set", store.per_host("robots", host), data, exat=until)
+        else:
+            send("hset", store.key("robots"), name, data)
+    for name, data in img.files.items():
+        send("hset", store.key("files"), name, data)
     pipe.execute()
+
+
+def robots_key_of(name: str, data: bytes) -> tuple[str | None, int]:
+    """The host whose robots/ cache file this is, and until when a crawl keeps it in Redis (its
+    freshness and a day, as ``RedisRobots`` sets it); (None, 0) for a file that is not a host's."""
+    try:
+        text = data.decode("utf-8")
+        url = text.partition("\n")[0].removeprefix("url: ")
+        rules = load_robots(text)
+        host = host_key(url)
+    except (ValueError, KeyError):
+        return None, 0
+    if not host or cache_name(host) != name:
+        return None, 0
+    return host, int(rules.fresh_until + FRESH_FOR)
 
 
 def go_live(r: Any, temp: str, name: str, replace: bool) -> None:
@@ -483,6 +510,8 @@ def read_snapshot(r: Any, prefix: str) -> Snapshot:
         kind, arg = classify(prefix, key.decode("utf-8", "surrogateescape"))  # type: ignore[misc]
         if kind in ("q", "r", "d"):
             pipe.zrange(key, 0, -1, withscores=True)
+        elif kind == "robots" and arg:   # one host's robots.txt, as a crawl on Redis keeps it
+            pipe.get(key)
         elif kind in ("f", "h", "texts", "robots", "files"):
             pipe.hgetall(key)
         elif kind == "log":
@@ -509,6 +538,9 @@ def read_snapshot(r: Any, prefix: str) -> Snapshot:
             snap.texts = value
         elif kind == "settings":
             snap.settings = value
+        elif kind == "robots" and arg:
+            if value is not None:
+                snap.host_robots[arg] = value
         elif kind == "robots":
             snap.robots = value
         elif kind == "files":
