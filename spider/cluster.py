@@ -400,6 +400,10 @@ def _worker_main(config: CrawlConfig, parent_store: ClusterStore, stop: Any, par
     finally:
         thread.stop()
         spider.close()
+        try:
+            store.flush()   # a settle or log line still buffered (an exit on an internal error)
+        except StoreError:
+            pass
     sys.exit(code)
 
 

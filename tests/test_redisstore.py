@@ -539,3 +539,26 @@ def test_a_crawled_page_costs_at_most_three_round_trips(redis_server, site, tmp_
     assert len(store.lines("crawled")) == pages and len(store.lines("links")) == pages
     print(f"{trips} round trips for {pages} pages")
     assert trips / pages <= 3, f"{trips} round trips for {pages} pages"
+
+
+def test_deferred_writes_go_with_the_next_call_and_a_stale_settle_is_still_refused(make):
+    """A crawl's worker (``defer``) sends its settles and log lines with its next script: until
+    then nobody sees them, then all of them, in order; a settle whose lease ran out meanwhile is
+    refused when it is sent, as a settle sent at once would be."""
+    one, two = make(1, defer=True), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(B + "1")])
+    [a1] = one.claim(1, 0.0, no_delay).claims
+    one.log("fetch", "a1 fetched\n")
+    assert crawled(one, a1)                                      # answered at once ...
+    assert two.lines("fetch") == [] and two.refresh().crawled == 0   # ... sent later
+    [b1] = one.claim(1, 0.0, no_delay).claims                   # with this call
+    assert two.lines("fetch") == ["a1 fetched\n"] and two.refresh().crawled == 1
+    expire(one, "b.test")                                        # one stalls past its lease
+    [again] = two.claim(1, 0.0, no_delay).claims
+    assert again.url == b1.url
+    crawled(one, b1)
+    one.flush()                                                  # refused: b1 is two's now
+    assert two.refresh().crawled == 1 and two.refresh().in_flight_by_owner == {2: 1}
+    assert crawled(two, again)
+    assert [line.split("\t")[0] for line in two.lines("crawled")] == [A + "1", B + "1"]
+    assert two.refresh().crawled == 2

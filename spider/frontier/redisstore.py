@@ -769,8 +769,9 @@ class RedisStore:
         todo = list(dict.fromkeys(urls))
         if not todo:
             return set()
-        if self._added and all(u in self._added for u in todo):
-            return {u for u in todo if self._added[u]}
+        added, self._added = self._added, {}   # answered once: the next question asks Redis
+        if added and all(u in added for u in todo):
+            return {u for u in todo if added[u]}
         flags = self._known(args=[self._carry(), b"".join(fingerprint(u) for u in todo)])
         return {u for u, f in zip(todo, flags) if f == ord("1")}
 
@@ -929,7 +930,8 @@ class RedisStore:
         again = ["", "", "", "0"] if requeue is None else \
             [host_key(requeue.url), self._score(requeue), requeue.line()[:-1], self._time(requeue.not_before)]
         host = host_key(claim.url)
-        self._drop(host)   # the settle may let the host go: its next claim says again
+        if not any(host_key(u) == host for u in self._tokens):
+            self._drop(host)   # the settle may let the host go (nothing else of ours in flight there)
         fields = [self._lifo, host, f"{self.machine}/{claim.owner}", claim.url, token, kind,
                   LIST_OF.get(kind, "crawled"), record or "", *again, str(self.lease_ms)]
         if self.defer:
