@@ -40,7 +40,7 @@ from .config import CrawlConfig
 from .crawl import (EXIT_INTERRUPTED, RUNNING, WORKER_STORE_ERROR, Crawl, Summary,
                     _die_with_parent, order_of)
 from .frontier.contract import Claim, StoreError
-from .frontier.redisstore import _LUA_COMMON, RedisStore
+from .frontier.redisstore import _LUA_COMMON, RedisStore, pending_lines
 from .records import QueueEntry, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
 from .safefs import atomic_write
@@ -545,12 +545,9 @@ def status_report(store: ClusterStore) -> str:
         for raw, until in leases:
             host = raw.decode()
             holder = (store._do(lambda: r.hget(store.per_host("h", host), "lowner")) or b"-").decode()
-            pipe = r.pipeline()
-            for name in ("q", "r", "d"):
-                pipe.zcard(store.per_host(name, host))
-            pipe.hlen(store.per_host("f", host))
-            q, rq, d, fl = store._do(pipe.execute)
-            out.append(f"  {host[:32]:32} {holder[:34]:34} {q + rq + d:>7} {fl:>6} {until / 1000 - now:>5.0f}s")
+            pending = store.pending_on(host)
+            fl = store._do(lambda: r.hlen(store.per_host("f", host)))
+            out.append(f"  {host[:32]:32} {holder[:34]:34} {pending:>7} {fl:>6} {until / 1000 - now:>5.0f}s")
     return "\n".join(out)
 
 
@@ -572,6 +569,8 @@ def copy_out(store: ClusterStore, folder: Path, logs: tuple[str, ...], pending: 
     for kind in ("q", "r", "d"):
         for key in store._do(lambda: list(store.r.scan_iter(f"{store.prefix}:{kind}:{{*}}", count=1000))):
             for member in store._do(lambda: store.r.zrange(key, 0, -1)):
-                line = member.decode("utf-8", "replace")
-                lines.append((line.split(" ", 1)[1] if kind == "d" else line) + "\n")
+                if kind == "d":
+                    lines.append(member.decode("utf-8", "replace").split(" ", 1)[1] + "\n")
+                else:   # a line, or a block of lines (RedisStore.add)
+                    lines += [line.decode("utf-8", "replace") + "\n" for line, _ in pending_lines(member, 0.0)]
     atomic_write(folder / "queue.txt", "".join(lines))

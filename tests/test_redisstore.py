@@ -562,3 +562,34 @@ def test_deferred_writes_go_with_the_next_call_and_a_stale_settle_is_still_refus
     assert crawled(two, again)
     assert [line.split("\t")[0] for line in two.lines("crawled")] == [A + "1", B + "1"]
     assert two.refresh().crawled == 2
+
+
+def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server):  # noqa: F811
+    """Pages' links wait in their hosts' sorted sets as blocks (one member for up to 64 lines of
+    one add, the source written once): Redis memory a pending URL, measured by MEMORY USAGE,
+    stays within the URL's length + 48 bytes; and the lines come out as they went in, in order."""
+    s = make()
+    pages, links = 300, 24
+    added = []
+    for p in range(pages):   # each page links 24 new URLs on 3 hosts
+        page = f"http://site{p % 3}.test/a/2026/page-{p}.html"
+        batch = [QueueEntry(f"http://site{(p + i) % 3}.test/a/2026/{p % 97}/a-page-about-thing-{p}-{i}.html",
+                            1, 0, 0.0, page) for i in range(links)]
+        added += s.add(batch)
+    assert len(added) == pages * links
+    r = redis_server.client()
+    used = sum(r.memory_usage(k, samples=0) for k in r.scan_iter("p:q:*"))
+    length = sum(len(e.url) for e in added) / len(added)
+    assert used / len(added) <= length + 48, (used / len(added), length)
+    got = []
+    while True:
+        claims = s.claim(50, 0.0, no_delay).claims
+        if not claims:
+            break
+        got += [(c.url, c.entry.source) for c in claims]
+        for c in claims:
+            s.settle(c, "crawled")
+    assert sorted(got) == sorted((e.url, e.source) for e in added)
+    for host in ("site0.test", "site1.test", "site2.test"):   # each host's in the order added
+        mine = [u for u, _ in got if host_key(u) == host]
+        assert mine == [e.url for e in added if host_key(e.url) == host]

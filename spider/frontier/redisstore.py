@@ -111,16 +111,59 @@ local function push(host, line, score, lifo, not_before, touched)
   if tonumber(not_before) > 0 then
     added = redis.call('ZADD', hk('d', host), not_before, key .. ' ' .. line)
     redelay(host)
+  elseif touched and not is_recheck(line) then
+    -- A batch's lines of one host and one score: no other line of the host can ever get a key
+    -- between theirs (keys are score, then a sequence number), so they are pending as blocks.
+    local id = host .. '\n' .. score
+    local b = touched.blocks[id]
+    if b == nil then b = {host = host}; touched.blocks[id] = b end
+    b[#b + 1] = {tonumber(key), key, line}
+    added = 1
   else
     added = push_ready(host, key, line)
-    if touched then touched[host] = true else reindex(host) end
+    if touched then touched.hosts[host] = true else reindex(host) end
   end
-  if touched then touched[''] = (touched[''] or 0) + added
+  if touched then touched.n = touched.n + added
   else redis.call('HINCRBY', k('counts'), 'pending', added) end
 end
+-- A block is one member of P:q:{host} for up to 64 lines, "line LF step SP line LF ...", scored
+-- by its first line's key, each step the next line's key less the line's before: a sorted-set entry costs ~100 bytes of Redis memory besides its member,
+-- once a block, not once a URL (bench/redis_memory.py). A later line whose source (the page that
+-- linked to it) is the first line's ends in TAB '^' instead: a page's links share their source.
+local SOURCE = '^[^\t]*\t[^\t]*\t[^\t]*\t[^\t]*\t([^\t]*)$'
 local function flush(touched)
-  for host, _ in pairs(touched) do if host ~= '' then reindex(host) end end
-  if touched[''] then redis.call('HINCRBY', k('counts'), 'pending', touched['']) end
+  for _, b in pairs(touched.blocks) do
+    table.sort(b, function(x, y) return x[1] < y[1] end)
+    for i = 1, #b, 64 do
+      local parts = {b[i][3]}
+      local src = string.match(b[i][3], SOURCE)
+      for j = i + 1, math.min(#b, i + 63) do
+        local line = b[j][3]
+        if src and string.match(line, SOURCE) == src then line = string.sub(line, 1, -#src - 1) .. '^' end
+        parts[#parts + 1] = num(b[j][1] - b[j - 1][1]) .. ' ' .. line
+      end
+      redis.call('ZADD', hk('q', b.host), b[i][2], table.concat(parts, '\n'))
+    end
+    touched.hosts[b.host] = true
+  end
+  for host, _ in pairs(touched.hosts) do reindex(host) end
+  if touched.n ~= 0 then redis.call('HINCRBY', k('counts'), 'pending', touched.n) end
+end
+local function batch() return {hosts = {}, blocks = {}, n = 0} end
+-- take the first line of a pending member (a line or a block); the rest stays, scored by its next key
+local function take_first(zkey, member, key)
+  redis.call('ZREM', zkey, member)
+  local lf = string.find(member, '\n', 1, true)
+  if not lf then return member end
+  local first = string.sub(member, 1, lf - 1)
+  local sp = string.find(member, ' ', lf + 1, true)
+  local rest = string.sub(member, sp + 1)
+  local lf2 = string.find(rest, '\n', 1, true) or (#rest + 1)
+  if string.sub(rest, lf2 - 2, lf2 - 1) == '\t^' then   -- the new first line says its source
+    rest = string.sub(rest, 1, lf2 - 2) .. string.match(first, '[^\t]*$') .. string.sub(rest, lf2)
+  end
+  redis.call('ZADD', zkey, num(tonumber(key) + tonumber(string.sub(member, lf + 1, sp - 1))), rest)
+  return first
 end
 local function packed_has(bucket, fp)
   local at = 1
@@ -253,7 +296,7 @@ end
 # since encoding arguments is most of the client's work): the 8-byte fingerprint, then
 # host LF score LF queue line [LF rejected line, for the host budget]
 _ADD = _LUA_COMMON + r"""
-local out, touched = {}, {}
+local out, touched = {}, batch()
 for i = 4, #ARGV do
   local fp = string.sub(ARGV[i], 1, 8)
   local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
@@ -399,7 +442,7 @@ while taken < tonumber(limit) do
     if not ok then slot[host] = nil end
   end
   if best == nil then break end
-  redis.call('ZREM', hk(bz, best), bline)
+  bline = take_first(hk(bz, best), bline, bkey)
   local tok = hold(best, owner, lease)
   local nxt = slot[best]
   if nxt ~= '0' then
@@ -561,6 +604,16 @@ end
 return {first, known(ARGV[4])}
 """
 
+# how many lines a host has pending (ready, rechecks, retries): ARGV 1 prefix, 2 host
+_PENDING_ON = _LUA_COMMON + r"""
+local n = redis.call('ZCARD', hk('r', ARGV[2])) + redis.call('ZCARD', hk('d', ARGV[2]))
+for _, m in ipairs(redis.call('ZRANGE', hk('q', ARGV[2]), 0, -1)) do
+  local _, lfs = string.gsub(m, '\n', '')
+  n = n + 1 + lfs
+end
+return n
+"""
+
 HOST_FIELDS = ("next", "delay", "failures", "reason")
 
 # a host's politeness state: ARGV 1 prefix, 2 host
@@ -617,6 +670,23 @@ class _Seen:
 
     def __contains__(self, url: object) -> bool:
         return isinstance(url, str) and bool(self._store.known([url]))
+
+
+def pending_lines(member: bytes, key: float) -> list[tuple[bytes, float]]:
+    """The queue lines of one member of ``P:q:{host}`` with their keys: a line, or a block of
+    lines (``line LF step SP line ...``, made by ``add``, each step from the line before's key to
+    its own; a line ending in TAB ``^`` has the first
+    line's source), the member's score the first line's key."""
+    first, *rest = member.split(b"\n")
+    out = [(first, key)]
+    source = first.rsplit(b"\t", 1)[-1]
+    for item in rest:
+        step, line = item.split(b" ", 1)
+        if line.endswith(b"\t^"):   # the same source as the first line's
+            line = line[:-1] + source
+        key += float(step)
+        out.append((line, key))
+    return out
 
 
 def _netstrings(fields: Iterable[object]) -> bytes:
@@ -688,6 +758,7 @@ class RedisStore:
         self._reissue, self._renew, self._claim_one = reg(_REISSUE), reg(_RENEW), reg(_CLAIM_ONE)
         self._flush_script, self._text, self._known = reg(_FLUSH), reg(_TEXT), reg(_KNOWN)
         self._state, self._put_host, self._first_known = reg(_STATE), reg(_PUT_HOST), reg(_FIRST_AND_KNOWN)
+        self._pending_on = reg(_PENDING_ON)
 
     @classmethod
     def from_url(cls, url: str, name: str, **kw: Any) -> "RedisStore":
@@ -1008,6 +1079,11 @@ class RedisStore:
     @_one_line_errors
     def first_with_text(self, text_hash: str, url: str) -> str:
         return (self._text(args=[self._carry(), text_hash, url]) or url.encode()).decode()
+
+    @_one_line_errors
+    def pending_on(self, host: str) -> int:
+        """How many lines the host has pending (blocks counted by their lines)."""
+        return int(self._pending_on(args=[self.prefix, host]))
 
     # -- logs ------------------------------------------------------------------------------------
     @_one_line_errors

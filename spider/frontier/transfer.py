@@ -4,7 +4,8 @@ Both directions go through an ``Image``, the crawl as plain data (pending queue 
 host states, ...), so each direction is a reader and a writer with pure mappings in between.
 What moves (``P`` is the project's prefix; the keys are ``redisstore.py``'s):
 
-- ``queue.txt`` <-> the pending lines ``P:q|r|d:{host}`` (scored by the crawl order, in
+- ``queue.txt`` <-> the pending lines ``P:q|r|d:{host}`` (a member of ``q`` may be a block of
+  lines, ``redisstore.pending_lines``; scored by the crawl order, in
   queue.txt's order: insertion numbers follow the file), their index and count; every URL
   queued, crawled or failed also gets its fingerprint in ``P:seen:XYZ`` and counts in its host's
   ``admitted`` (deduplication and the host budget, as the file store rebuilds them on open);
@@ -57,7 +58,7 @@ from ..urls import host_key
 from .contract import StoreError
 from .files import CLAIMS, HASHES, HEADERS, HOSTS, LOGS, QUEUE, read_hosts
 from .recovery import SIGNATURE, is_clean, recover, tidy
-from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint
+from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint, pending_lines
 
 LOCK = "crawl.lock"   # the crawl's own lock (crawl.py): a push holds it as a crawl start does
 SETTINGS = settings.SETTINGS
@@ -524,8 +525,8 @@ def read_snapshot(r: Any, prefix: str) -> Snapshot:
     got = pipe.execute()
     snap = Snapshot(now_ms=got[0][0] * 1000 + got[0][1] // 1000)
     for (kind, arg), value in zip(wanted, got[1:]):
-        if kind in ("q", "r"):
-            snap.ready.setdefault(arg, []).extend(value)
+        if kind in ("q", "r"):   # a member of q may be a block of lines (RedisStore.add)
+            snap.ready.setdefault(arg, []).extend(x for member, key in value for x in pending_lines(member, key))
         elif kind == "d":
             snap.delayed[arg] = value
         elif kind == "f":
