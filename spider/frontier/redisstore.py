@@ -7,8 +7,10 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 
 - ``P:q:{host}`` / ``P:r:{host}``: pending lines of the host (rechecks in ``r``), a sorted set whose
   member is the queue line and whose score is ``Order.key`` packed into one number
-  (``score * 2**36 + seq``, ``- seq`` for dfs); ``P:d:{host}``: retries not due yet, scored by
-  ``not_before``, the member ``"<key> <line>"``.
+  (``score * 2**36 + seq``, ``- seq`` for dfs); a member of ``q`` written by ``add`` is a block of
+  up to 64 lines of one host and score (``pending_lines``): ~20 bytes of Redis memory over the
+  URL a pending URL, not ~100. ``P:d:{host}``: retries not due yet, scored by ``not_before``, the
+  member ``"<key> <line>"``.
 - ``P:hosts`` / ``P:rhosts``: each host's best key (all lines / rechecks), the claim step's index;
   ``P:dhosts``: each host's earliest retry time.
 - ``P:h:{host}``: the host's politeness state (``next``, ``delay``, ``failures``, ``reason``), its
@@ -21,6 +23,7 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 - ``P:log:NAME``: the lines of crawled.txt, failed.txt, rejected.txt and the other logs, a list of
   the same text lines the files hold. ``P:counts``: counters; ``P:owners``: in flight per owner;
   ``P:held:OWNER``: the hosts an owner leases; ``P:texts``: first URL of each page text hash.
+- ``P:robots:{host}``: the host's robots.txt (``spider.cluster.RedisRobots``; push and pull too).
 
 The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
 (with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
