@@ -479,7 +479,8 @@ return out
 # claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, then pairs
 # (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
 # URLs, best key first among them, each with its host's lease. Returns
-# {wait ('' none), pending, in flight, line, token, line, token, ...}.
+# {wait ('' none), pending, in flight, then per URL: line, token, and its host's next, delay,
+# failures, reason}.
 _CLAIM = _LUA_COMMON + _CLAIM_FN + r"""
 local slot = {}
 for i = 7, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
