@@ -537,7 +537,6 @@ def test_a_crawled_page_costs_at_most_three_round_trips(redis_server, site, tmp_
     c = store.refresh()
     assert (c.crawled, c.pending, c.in_flight) == (pages, 0, 0)
     assert len(store.lines("crawled")) == pages and len(store.lines("links")) == pages
-    print(f"{trips} round trips for {pages} pages")
     assert trips / pages <= 3, f"{trips} round trips for {pages} pages"
 
 
