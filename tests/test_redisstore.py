@@ -592,3 +592,25 @@ def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server)
     for host in ("site0.test", "site1.test", "site2.test"):   # each host's in the order added
         mine = [u for u, _ in got if host_key(u) == host]
         assert mine == [e.url for e in added if host_key(e.url) == host]
+
+
+def test_a_lease_tick_is_one_round_trip(redis_server):  # noqa: F811
+    """A worker's lease thread, once a second: its renewals, heartbeat and share of hosts in one
+    round trip (they took four to six apart: more than a polite crawl's pages)."""
+    from spider.cluster import ClusterStore
+
+    redis_server.client().flushall()
+    client, sent = counting_client(redis_server)
+    store = ClusterStore(client, "tick", owner=1, machine="m", lease=5.0)
+    other = ClusterStore(redis_server.client(), "tick", owner=2, machine="m")
+    store.add([QueueEntry(A + "1"), QueueEntry(A + "2"), QueueEntry(B + "1"), QueueEntry(B + "2")])
+    assert urls(store.claim(1, 0.0, no_delay)) == [A + "1"]
+    other.beat()
+    store.tick("-", 3.0)   # the first call loads the script
+    before = sent["n"]
+    assert store.tick("/warc", 3.0) == ["a.test"]
+    assert sent["n"] - before == 1
+    assert store.max_hosts == 1 and store.someone_idle   # 2 hosts, 2 live workers; other holds none
+    assert store.beats()["m/1"][2:] == ["0", "0", "/warc"]
+    store.r.hset(store.per_host("h", "a.test"), "lowner", "m/9")   # a.test taken over
+    assert store.tick("-", 3.0) == [] and not store.leased("a.test")

@@ -270,6 +270,20 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
   end
   return 1
 end
+-- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
+local function renew(owner, lease, from)
+  local held = {}
+  local untl = num(server_ms() + tonumber(lease))
+  for i = from, #ARGV do
+    local h = hk('h', ARGV[i])
+    if redis.call('HGET', h, 'lowner') == owner then
+      redis.call('HSET', h, 'luntil', untl)
+      redis.call('ZADD', k('leases'), untl, ARGV[i])
+      held[#held + 1] = ARGV[i]
+    end
+  end
+  return held
+end
 -- a host's slot, only ever later
 local function later_slot(host, nxt)
   local cur = redis.call('HGET', hk('h', host), 'next')
@@ -556,19 +570,7 @@ return n
 """
 
 # renew: ARGV 1 prefix, 2 owner, 3 lease ms, then hosts. Returns the hosts still held.
-_RENEW = _LUA_COMMON + r"""
-local held = {}
-local untl = num(server_ms() + tonumber(ARGV[3]))
-for i = 4, #ARGV do
-  local h = hk('h', ARGV[i])
-  if redis.call('HGET', h, 'lowner') == ARGV[2] then
-    redis.call('HSET', h, 'luntil', untl)
-    redis.call('ZADD', k('leases'), untl, ARGV[i])
-    held[#held + 1] = ARGV[i]
-  end
-end
-return held
-"""
+_RENEW = _LUA_COMMON + "return renew(ARGV[2], ARGV[3], 4)"
 
 
 # The scripts below read or write little; each carries the worker's buffered writes like any other.
@@ -1036,6 +1038,10 @@ class RedisStore:
         asked = sorted(self._held)   # a copy: a lease thread renews while the worker claims
         since = time.monotonic()
         held = [h.decode() for h in self._renew(args=[self.prefix, self._who, self.lease_ms, *asked])]
+        return self._renewed(asked, held, since)
+
+    def _renewed(self, asked: list[str], held: list[str], since: float) -> list[str]:
+        """After a renewal sent after ``since``: the hosts lost are let go here too."""
         lost = set(asked) - set(held)
         self._held -= lost   # only the hosts lost; those taken meanwhile stay
         for host in lost:
