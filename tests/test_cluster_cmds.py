@@ -98,9 +98,9 @@ def test_seed_queues_the_sitemaps_urls_in_redis_as_on_files(
 
     # The same URLs pending, the same refusals (robots, scope) with the sitemap as source, the
     # same lastmod lines.
-    from spider.cluster import ClusterStore, pending_lines
+    from spider.cluster import ClusterStore, pending_queue_lines
     store = ClusterStore.connect(redis_server.url, "sm")
-    pending = {line.split("\t")[0] for line in pending_lines(store)}
+    pending = {line.split("\t")[0] for line in pending_queue_lines(store)}
     assert pending == {line.split("\t")[0] for line in file_log(files, "sm", "queue.txt")}
     assert pending == {site.url(p) for p in ("/a", "/s1", "/s2")}
     assert counts(redis_server, "sm")["pending"] == 3
