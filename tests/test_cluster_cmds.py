@@ -201,6 +201,54 @@ def test_a_discovery_worker_parks_what_it_claims_and_is_not_to_fetch(
     assert [c.url for c in store.claim(10, 0.0, lambda host: 0.0).claims] == ["http://a.test/item/1"]
 
 
+def test_a_discovery_run_parks_lines_inside_pending_blocks_and_only_those(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """On Redis a page's links to one host wait as one member of the host's queue (a block of
+    up to 64 lines): a discovery run parks the lines it is not to fetch out of the blocks (those
+    queued before it started, and those it adds), and only those; the counts stay exact, the
+    wanted lines are claimed in order, and unparking gives every line back, with its source, in
+    the crawl's order."""
+    from spider.cluster import ClusterStore, pending_queue_lines
+    from spider.config import CrawlConfig
+    from spider.records import QueueEntry
+
+    page = "http://a.test/"
+    links = [QueueEntry(f"http://a.test/{'list' if i % 3 == 0 else 'item'}/{i}", 1, 0, 0.0, page)
+             for i in range(150)]
+    client = redis_server.client()
+    plain = ClusterStore.connect(redis_server.url, "blk", tmp_path)
+    assert len(plain.add(links[:100])) == 100
+    assert client.zcard("blk:q:{a.test}") == 2   # two blocks (64 + 36 lines)
+    disc = ClusterStore.connect(redis_server.url, "blk", tmp_path)
+    disc.discover(CrawlConfig(seeds=(page,), discover=("/list/",)))
+    items = [e.url for e in links if "/item/" in e.url]
+    assert disc.park_pending() == 66                       # the items of the first 100
+    assert len(disc.add(links[100:])) == 50                # a page's links, in a discovery run
+    assert client.hget("blk:counts", "parked") == b"100"
+    assert (disc.counts().pending, client.zcard("blk:d:{a.test}")) == (150, 100)
+    assert sorted(line.split("\t")[0] for line in pending_queue_lines(disc, kinds=("d",))) == sorted(items)
+
+    claimed, left = claim_all(disc)
+    assert claimed == [e.url for e in links if "/list/" in e.url]   # in order, no item
+    assert left == 0 and disc.counts().pending == 100
+
+    assert disc.unpark() == 100 and client.hget("blk:counts", "parked") is None
+    assert sorted(pending_queue_lines(disc)) == sorted(e.line()[:-1] for e in links if "/item/" in e.url)
+    disc.only = ()
+    assert claim_all(disc) == (items, 0) and disc.counts().pending == 0
+
+
+def claim_all(store: Any) -> tuple[list[str], int]:
+    """Claim and settle one URL at a time until none comes: the URLs, and the last pending count."""
+    claimed: list[str] = []
+    while True:
+        got = store.claim(1, 0.0, lambda host: 0.0)
+        if not got.claims:
+            return claimed, got.pending
+        claimed.append(got.claims[0].url)
+        assert store.settle(got.claims[0], "crawled", record=got.claims[0].url + "\t200\n")
+
+
 # ---------------------------------------------------------------------------- recrawl
 
 
