@@ -614,3 +614,21 @@ def test_a_lease_tick_is_one_round_trip(redis_server):  # noqa: F811
     assert store.beats()["m/1"][2:] == ["0", "0", "/warc"]
     store.r.hset(store.per_host("h", "a.test"), "lowner", "m/9")   # a.test taken over
     assert store.tick("-", 3.0) == [] and not store.leased("a.test")
+
+
+def test_the_one_script_tick_counts_the_heartbeats_the_lease_thread_watches(redis_server):  # noqa: F811
+    """Between ticks the lease thread reshares as soon as the number of heartbeats changes (a
+    worker joins: n-netns); the one-script tick says how many it counted, as update_share did,
+    so a crawl where no worker joins does not reshare (several round trips) every 0.1 s."""
+    from spider.cluster import ClusterStore, _Lease
+
+    redis_server.client().flushall()
+    store = ClusterStore(redis_server.client(), "watch", owner=1, machine="m", lease=5.0)
+    ClusterStore(redis_server.client(), "watch", owner=2, machine="m").beat()
+    lease = _Lease(store, 1.0, "-")
+    lease.tick()
+    assert store.beating == store.beat_count() == 2   # nothing changed: no reshare
+    ClusterStore(redis_server.client(), "watch", owner=3, machine="m").beat()
+    assert store.beat_count() != store.beating         # a worker joined: reshare now
+    lease.reshare()
+    assert store.beating == 3
