@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
 from redis_server import RedisServer, redis_server  # noqa: F401  (pytest fixtures)
 from sitekit import TestSite
 from test_cluster import MAIN, TIMEOUT, error_line, recorded
@@ -178,27 +180,49 @@ def test_discover_on_redis_fetches_listings_and_leaves_the_rest_pending_as_on_fi
     assert counts(redis_server, "shop").get("parked", 0) == 0 and counts(redis_server, "shop")["pending"] == 0
 
 
+@pytest.mark.parametrize("defer", [False, True])
 def test_a_discovery_worker_parks_what_it_claims_and_is_not_to_fetch(
-        tmp_path: Path, redis_server: RedisServer) -> None:
+        tmp_path: Path, redis_server: RedisServer, defer: bool) -> None:
     """A URL queued unparked (admitted by a worker an instant before it parks it, a retry of an
-    earlier run) and claimed by a discovery worker is given back and parked, not fetched."""
+    earlier run) and claimed by a discovery worker is given back and parked, not fetched; also
+    by a crawl's worker, whose give-back settle is buffered until its next script (defer)."""
     from spider.cluster import ClusterStore
     from spider.config import CrawlConfig
     from spider.frontier.redisstore import RedisStore
     from spider.records import QueueEntry
 
-    store = ClusterStore.connect(redis_server.url, "race", tmp_path)
+    name = f"race{int(defer)}"
+    store = ClusterStore.connect(redis_server.url, name, tmp_path, defer=defer)
     store.discover(CrawlConfig(seeds=("http://a.test/",), discover=("/list/",)))
     RedisStore.add(store, [QueueEntry("http://a.test/item/1", 1), QueueEntry("http://b.test/list/1", 1)])
     got = store.claim(10, 0.0, lambda host: 0.0)
     assert [c.url for c in got.claims] == ["http://b.test/list/1"]
     c = store.counts()
     assert (c.pending, c.in_flight, got.pending) == (1, 1, 0)
-    assert redis_server.client().hget("race:counts", "parked") == b"1"
+    assert redis_server.client().hget(f"{name}:counts", "parked") == b"1"
     assert store.claim(10, 0.0, lambda host: 0.0).claims == []   # parked: claimed by no one
-    assert store.unpark() == 1 and redis_server.client().hget("race:counts", "parked") is None
+    assert store.unpark() == 1 and redis_server.client().hget(f"{name}:counts", "parked") is None
     store.only = ()
     assert [c.url for c in store.claim(10, 0.0, lambda host: 0.0).claims] == ["http://a.test/item/1"]
+
+
+def test_a_due_retry_claimed_by_a_discovery_worker_is_parked_not_claimed_again(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A retry of an earlier run that comes due in a discovery run, and is not to be fetched, is
+    given back ready and parked: not put back among the retries, due at once, claimed again."""
+    from spider.cluster import ClusterStore
+    from spider.config import CrawlConfig
+    from spider.frontier.redisstore import RedisStore
+    from spider.records import QueueEntry
+
+    store = ClusterStore.connect(redis_server.url, "dueretry", tmp_path, defer=True)
+    store.discover(CrawlConfig(seeds=("http://a.test/",), discover=("/list/",)))
+    RedisStore.requeue(store, [QueueEntry("http://a.test/item/1", 1, 1, 5.0, "http://a.test/")])
+    got = store.claim(1, 10.0, lambda host: 0.0)
+    assert (got.claims, got.pending) == ([], 0)
+    assert redis_server.client().hget("dueretry:counts", "parked") == b"1"
+    assert store.claim(1, 20.0, lambda host: 0.0).claims == []
+    assert store.counts().pending == 1 and store.unpark() == 1
 
 
 def test_a_discovery_run_parks_lines_inside_pending_blocks_and_only_those(
