@@ -513,6 +513,9 @@ def test_status_on_redis_lists_each_machine_with_its_hosts_and_rate(
         row = None
         end = time.monotonic() + TIMEOUT
         while row is None and m.proc.poll() is None and time.monotonic() < end:
+            if not redis_server.client().exists("rates:settings"):   # the crawl is not in Redis yet
+                time.sleep(0.05)
+                continue
             out = run(tmp_path, "status", "rates", "--store", redis_server.url).stdout
             for line in out.splitlines():
                 f = line.split()
