@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -42,7 +43,7 @@ from .config import CrawlConfig
 from .crawl import (EXIT_INTERRUPTED, RUNNING, WORKER_STORE_ERROR, Crawl, Summary,
                     _die_with_parent, order_of)
 from .frontier.contract import Claim, ClaimResult, StoreError
-from .frontier.redisstore import _LUA_COMMON, RedisStore
+from .frontier.redisstore import _LUA_COMMON, KEY_SCALE, RedisStore, pending_lines
 from .records import QueueEntry, first_field, is_data, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
 from .safefs import atomic_write
@@ -81,20 +82,66 @@ return out
 # like any retry, so they stay pending (counted, and pull writes them to queue.txt) but no claim
 # takes them; ``counts.parked`` counts them. A run without --discover lets them all go back.
 PARKED = 1e12
-# park: ARGV 1 prefix, then pairs host, queue line. Returns how many were parked.
+# park: ARGV 1 prefix, then groups: host, lowest key, highest key, n, then n queue lines. The
+# members of the host's ready queue scored within those keys are read as their lines (a member
+# of ``q`` may be a block of lines, ``RedisStore.add``): each of the n lines found goes to ``d``
+# under its own key; the lines of a block that stay are one member again, scored by the first
+# one's key (a block's lines keep their keys, so the order is the same). Returns how many.
 _PARK = _LUA_COMMON + r"""
-local n = 0
-for i = 2, #ARGV, 2 do
-  local host, line = ARGV[i], ARGV[i + 1]
-  local key = redis.call('ZSCORE', hk('q', host), line)
-  if key then
-    redis.call('ZREM', hk('q', host), line)
-    redis.call('ZADD', hk('d', host), '""" + f"{PARKED:.0f}" + r"""', num(tonumber(key)) .. ' ' .. line)
-    reindex(host)
-    redelay(host)
-    n = n + 1
+local function lines_of(member, key)   -- redisstore.pending_lines
+  local lf = string.find(member, '\n', 1, true)
+  if not lf then return {{key, member}} end
+  local first = string.sub(member, 1, lf - 1)
+  local out, source = {{key, first}}, string.match(first, '[^\t]*$')
+  local at = lf + 1
+  while at <= #member do
+    local e = string.find(member, '\n', at, true) or (#member + 1)
+    local sp = string.find(member, ' ', at, true)
+    local line = string.sub(member, sp + 1, e - 1)
+    if string.sub(line, -2) == '\t^' then line = string.sub(line, 1, -2) .. source end
+    key = key + tonumber(string.sub(member, at, sp - 1))
+    out[#out + 1] = {key, line}
+    at = e + 1
+  end
+  return out
+end
+local function block_of(items)   -- as flush writes a block
+  local parts = {items[1][2]}
+  local src = string.match(items[1][2], SOURCE)
+  for j = 2, #items do
+    local line = items[j][2]
+    if src and string.match(line, SOURCE) == src then line = string.sub(line, 1, -#src - 1) .. '^' end
+    parts[#parts + 1] = num(items[j][1] - items[j - 1][1]) .. ' ' .. line
+  end
+  return table.concat(parts, '\n')
+end
+local n, touched, i = 0, {}, 2
+while i <= #ARGV do
+  local host, lo, hi, m = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local todo = {}
+  for j = i + 4, i + 3 + m do todo[ARGV[j]] = true end
+  i = i + 4 + m
+  local q = hk('q', host)
+  local got = redis.call('ZRANGEBYSCORE', q, lo, hi, 'WITHSCORES')
+  for j = 1, #got, 2 do
+    local keep, moved = {}, 0
+    for _, item in ipairs(lines_of(got[j], tonumber(got[j + 1]))) do
+      if todo[item[2]] then
+        redis.call('ZADD', hk('d', host), '""" + f"{PARKED:.0f}" + r"""', num(item[1]) .. ' ' .. item[2])
+        moved = moved + 1
+      else
+        keep[#keep + 1] = item
+      end
+    end
+    if moved > 0 then
+      redis.call('ZREM', q, got[j])
+      if #keep > 0 then redis.call('ZADD', q, num(keep[1][1]), block_of(keep)) end
+      n = n + moved
+      touched[host] = true
+    end
   end
 end
+for host, _ in pairs(touched) do reindex(host); redelay(host) end
 redis.call('HINCRBY', k('counts'), 'parked', n)
 return n
 """
@@ -120,6 +167,33 @@ if redis.call('HINCRBY', k('counts'), 'parked', n > 0 and -n or 0) <= 0 then red
 return n
 """
 UNPARK_BATCH = 1000   # lines let go per script: one script must not hold Redis for long
+# tick, a worker's lease thread once a second, in one round trip: ARGV 1 prefix, 2 owner, 3 lease
+# ms, 4 heartbeat fields before the time (started), 5 those after it (crawled TAB failed TAB warc),
+# 6 seconds within which a heartbeat counts as alive, then the hosts this owner believes it holds.
+# Renews those it still holds, writes the heartbeat on Redis's clock, and answers {its share of
+# hosts (update_share), 1 if another live worker holds none, the heartbeats counted, the hosts
+# still held...}.
+_TICK = _LUA_COMMON + r"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local out = {0, 0, 0}
+for _, host in ipairs(renew(ARGV[2], ARGV[3], 7)) do out[#out + 1] = host end
+redis.call('HSET', k('beats'), ARGV[2], ARGV[4] .. '\t' .. string.format('%.3f', now) .. '\t' .. ARGV[5])
+local hosts = math.max(redis.call('ZCARD', k('hosts')), redis.call('ZCARD', k('leases')))
+local beats = redis.call('HGETALL', k('beats'))
+local alive = 0
+for i = 1, #beats, 2 do
+  local last = tonumber(string.match(beats[i + 1], '^[^\t]*\t([^\t]*)'))
+  if last and now - last <= tonumber(ARGV[6]) then
+    alive = alive + 1
+    if beats[i] ~= ARGV[2] and redis.call('SCARD', k('held:' .. beats[i])) == 0 then out[2] = 1 end
+  end
+end
+out[3] = #beats / 2
+if alive == 0 then alive = #beats / 2 end
+out[1] = math.max(1, math.ceil(hosts / math.max(1, alive)))
+return out
+"""
 
 
 def check_url(url: str) -> str:
@@ -159,7 +233,7 @@ class ClusterStore(RedisStore):
         self.folder = folder
         self.done: Counter[str] = Counter()   # this worker's settles, by kind
         self.started = time.time()
-        self._shed = client.register_script(_SHED)
+        self._shed, self._tick = client.register_script(_SHED), client.register_script(_TICK)
         self._park, self._unpark = client.register_script(_PARK), client.register_script(_UNPARK)
         self.someone_idle = False   # another live worker holds no host (update_share)
         self.beating = -1           # the heartbeats update_share counted
@@ -178,7 +252,7 @@ class ClusterStore(RedisStore):
         """A store of this worker's own (its own connections: none are shared across a fork)."""
         store = ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
                                      max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
-                                     order=order_of(config), lease=lease)
+                                     order=order_of(config), lease=lease, defer=True)
         store.discover(config)
         return store
 
@@ -196,19 +270,50 @@ class ClusterStore(RedisStore):
     def add(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
         new = super().add(entries)
         if self.only:   # left pending for the fetch run
-            self.park(e.line()[:-1] for e in new if not self.wanted(e))
+            self.park(e for e in new if not self.wanted(e))
         return new
 
-    def park(self, lines: Iterable[str]) -> int:
-        args: list[Any] = [self.prefix]
-        for line in lines:
-            args += [host_key(first_field(line)), line]
-        return int(self._do(lambda: self._park(args=args))) if len(args) > 1 else 0
+    def park(self, entries: Iterable[QueueEntry]) -> int:
+        """Park these entries, queued ready (by ``add`` or a give-back): each is looked for
+        among the members of its host's queue within its score's keys (its key is the score,
+        then a sequence number), blocks included."""
+        groups: dict[tuple[str, int, int], list[str]] = {}
+        for e in entries:
+            score = self._score(e)
+            groups.setdefault((host_key(e.url), (score - 1) * KEY_SCALE, (score + 1) * KEY_SCALE),
+                              []).append(e.line()[:-1])
+        return self._park_groups(groups)
+
+    def _park_groups(self, groups: dict[tuple[str, int, int], list[Any]]) -> int:
+        """Park lines of the hosts' ready queues, given as (host, lowest key, highest key) -> lines,
+        at most UNPARK_BATCH lines a script. The worker's buffered writes go first (a give-back's
+        settle puts the line back that this parks)."""
+        n, args, count = 0, [], 0
+        for (host, lo, hi), lines in groups.items():
+            for at in range(0, len(lines), UNPARK_BATCH):
+                part = lines[at:at + UNPARK_BATCH]
+                args += [host, lo, hi, len(part), *part]
+                count += len(part)
+                if count >= UNPARK_BATCH:
+                    n += self._park_script(args)
+                    args, count = [], 0
+        return n + (self._park_script(args) if args else 0)
+
+    def _park_script(self, args: list[Any]) -> int:
+        return int(self._do(lambda: self._park(args=[self._carry(), *args])))
 
     def park_pending(self) -> int:
         """At the start of a discovery run: the ready URLs it is not to fetch are parked."""
-        todo = [line for line in pending_lines(self, kinds=("q",)) if not self.wanted(QueueEntry(first_field(line)))]
-        return sum(self.park(todo[i:i + UNPARK_BATCH]) for i in range(0, len(todo), UNPARK_BATCH))
+        groups: dict[tuple[str, int, int], list[Any]] = {}
+        r = self.r
+        for key in self._do(lambda: list(r.scan_iter(f"{self.prefix}:q:{{*}}", count=1000))):
+            host = key.decode("utf-8", "surrogatepass")[len(self.prefix) + 4:-1]
+            for member, score in self._do(lambda: r.zrange(key, 0, -1, withscores=True)):
+                todo = [line for line, _ in pending_lines(member, 0.0)   # bytes: as Redis holds them
+                        if not self.wanted(QueueEntry(first_field(line.decode("utf-8", "replace"))))]
+                if todo:   # the member's own score: its lines are found there
+                    groups.setdefault((host, int(score), int(score)), []).extend(todo)
+        return self._park_groups(groups)
 
     def unpark(self) -> int:
         """A run without --discover: every parked URL goes back to its host's ready queue."""
@@ -225,9 +330,11 @@ class ClusterStore(RedisStore):
             # A URL claimed in the instant between its admission by another worker and its
             # parking (or a retry of an earlier run that came due): given back, and parked.
             unwanted = [c for c in got.claims if not self.wanted(c.entry)]
-            for c in unwanted:
-                self.settle(c, "released", requeue=c.entry)
-            self.park(c.entry.line()[:-1] for c in unwanted)
+            # (A due retry goes back ready: into its host's queue, where parking finds it.)
+            back = [replace(c.entry, not_before=0.0) for c in unwanted]
+            for c, e in zip(unwanted, back):
+                self.settle(c, "released", requeue=e)
+            self.park(back)
             got.claims = [c for c in got.claims if c not in unwanted]
             # Parked URLs wait for the fetch run: the discovery run ends without them.
             parked = self._do(lambda: self.r.hget(self.key("counts"), "parked"))
@@ -270,6 +377,8 @@ class ClusterStore(RedisStore):
         right before each request: a worker paused past its lease must not send it, since the
         host's new holder keeps the host's pace without it."""
         token = self._tokens.get(claim.url)
+        if token is not None and self.leased(host_key(claim.url)):
+            return True   # leased less than half a lease ago: Redis cannot have taken it back
         raw = self._do(lambda: self.r.hget(self.per_host("f", host_key(claim.url)), claim.url))
         return token is not None and raw is not None and raw.decode("utf-8", "replace").startswith(
             f"{self.machine}/{claim.owner}\t{token}\t")
@@ -324,6 +433,19 @@ class ClusterStore(RedisStore):
             pipe.scard(self.key(f"held:{who}"))
         self.someone_idle = 0 in self._do(pipe.execute) if others else False
 
+    def tick(self, warc: str, alive_within: float) -> list[str]:
+        """The lease thread's work in one round trip: ``renew_leases``, ``beat`` and
+        ``update_share`` (four to six round trips a second per worker when they were apart, more
+        than a polite crawl's pages cost). Returns the hosts still held."""
+        asked = sorted(self._held)   # a copy: the worker's thread claims meanwhile
+        since = time.monotonic()
+        got = self._do(lambda: self._tick(args=[
+            self.prefix, self._who, self.lease_ms, f"{self.started:.3f}",
+            f"{self.done['crawled']}\t{self.done['failed']}\t{warc}", repr(alive_within), *asked]))
+        self.max_hosts, self.someone_idle = int(got[0]), bool(int(got[1]))
+        self.beating = int(got[2])   # as update_share: the lease thread looks for a change
+        return self._renewed(asked, [h.decode() for h in got[3:]], since)
+
     def shed(self) -> list[str]:
         """Let go of the hosts held beyond this worker's share (when a machine joins, the share
         of the others goes down), those with nothing of it in flight, for others to take."""
@@ -336,6 +458,8 @@ class ClusterStore(RedisStore):
         gone = [h.decode() for h in self._do(lambda: self._shed(
             args=[self.prefix, self._who, extra, *sorted(self._held)]))]
         self._held -= set(gone)
+        for host in gone:
+            self._drop(host)
         return gone
 
     def held_hosts(self, now: float, most: int = 1000) -> list[tuple[str, str, float]]:
@@ -499,9 +623,8 @@ class _Lease(threading.Thread):
         self.halt = threading.Event()
 
     def tick(self) -> None:
-        self.store.renew_leases()
-        self.store.beat(self.warc)
-        self.reshare()
+        self.store.tick(self.warc, 3 * self.every)
+        self.store.shed()
 
     def reshare(self) -> None:
         self.store.update_share(3 * self.every)
@@ -583,6 +706,10 @@ def _worker_main(config: CrawlConfig, parent_store: ClusterStore, stop: Any, par
     finally:
         thread.stop()
         spider.close()
+        try:
+            store.flush()   # a settle or log line still buffered (an exit on an internal error)
+        except StoreError:
+            pass
     sys.exit(code)
 
 
@@ -651,7 +778,7 @@ class ClusterCrawl(Crawl):
         with tempfile.TemporaryDirectory(prefix="spider-recrawl-") as d:
             folder = Path(d)
             copy_out(self.store, folder, ("crawled", "schedule", "removed", "lastmod"), files=(recrawl.ROUND,))
-            pending = {first_field(line) for line in pending_lines(self.store, in_flight=True)
+            pending = {first_field(line) for line in pending_queue_lines(self.store, in_flight=True)
                        if line.endswith("\trecheck")}
             everything = self.recheck == "all" or only is not None
             now = time.time()
@@ -672,7 +799,7 @@ class ClusterCrawl(Crawl):
         recrawl, pages no live page links to count a miss (three: ``inactive`` in removed)."""
         store = self.store
         if code == 0 and store.file_text(recrawl.ROUND) is not None and not any(
-                line.endswith("\trecheck") for line in pending_lines(store, in_flight=True)):
+                line.endswith("\trecheck") for line in pending_queue_lines(store, in_flight=True)):
             store.save_file(recrawl.ROUND, None)
         if not (self.recheck and code == 0 and not pending):
             return
@@ -802,12 +929,9 @@ def status_report(store: ClusterStore) -> str:
         for raw, until in leases:
             host = raw.decode()
             holder = (store._do(lambda: r.hget(store.per_host("h", host), "lowner")) or b"-").decode()
-            pipe = r.pipeline()
-            for name in ("q", "r", "d"):
-                pipe.zcard(store.per_host(name, host))
-            pipe.hlen(store.per_host("f", host))
-            q, rq, d, fl = store._do(pipe.execute)
-            out.append(f"  {host[:32]:32} {holder[:34]:34} {q + rq + d:>7} {fl:>6} {until / 1000 - now:>5.0f}s")
+            pending = store.pending_on(host)
+            fl = store._do(lambda: r.hlen(store.per_host("f", host)))
+            out.append(f"  {host[:32]:32} {holder[:34]:34} {pending:>7} {fl:>6} {until / 1000 - now:>5.0f}s")
     return "\n".join(out)
 
 
@@ -851,20 +975,25 @@ def copy_out(store: ClusterStore, folder: Path, logs: tuple[str, ...], pending: 
         return
     raw = store._do(lambda: store.r.get(store.key("settings"))) or b""
     atomic_write(folder / settings.SETTINGS, raw.decode("utf-8", "replace"))
-    atomic_write(folder / "queue.txt", "".join(line + "\n" for line in pending_lines(store)))
+    atomic_write(folder / "queue.txt", "".join(line + "\n" for line in pending_queue_lines(store)))
 
 
-def pending_lines(store: ClusterStore, in_flight: bool = False, kinds: tuple[str, ...] = ("q", "r", "d")) -> list[str]:
-    """The queue lines (no LF) of the pending URLs: ready, rechecks, retries (or ``kinds`` of
-    them); with ``in_flight``, those claimed too."""
+def pending_queue_lines(store: ClusterStore, in_flight: bool = False,
+                        kinds: tuple[str, ...] = ("q", "r", "d")) -> list[str]:
+    """The queue lines (no LF) of the pending URLs: ready (a block of ``q`` gives its lines,
+    ``redisstore.pending_lines``), rechecks, retries (or ``kinds`` of them); with ``in_flight``,
+    those claimed too."""
     lines: list[str] = []
     r = store.r
     for kind in kinds + ("f",) if in_flight else kinds:
         for key in store._do(lambda: list(r.scan_iter(f"{store.prefix}:{kind}:{{*}}", count=1000))):
             items = store._do(lambda: r.hvals(key) if kind == "f" else r.zrange(key, 0, -1))
             for member in items:
+                if kind in ("q", "r"):
+                    lines += [line.decode("utf-8", "replace") for line, _ in pending_lines(member, 0.0)]
+                    continue
                 line = member.decode("utf-8", "replace")
-                lines.append(line.split("\t", 3)[3] if kind == "f" else line.split(" ", 1)[1] if kind == "d" else line)
+                lines.append(line.split("\t", 3)[3] if kind == "f" else line.split(" ", 1)[1])
     return lines
 
 
@@ -932,15 +1061,24 @@ def census_of(store: ClusterStore) -> tuple[Census, int, set[str]]:
         for h in r.zrange(store.key("rhosts"), 0, -1):
             pipe.zcard(store.per_host("r", h.decode()))
         rechecks = sum(pipe.execute())
-        total = sum(sizes)
+        total = sum(sizes)   # members: a line, or a block of lines (RedisStore.add)
         taken = [(n if total <= CENSUS_BUDGET else max(1, CENSUS_BUDGET * n // total), n) for n in sizes]
         pipe = r.pipeline(transaction=False)
         for host, (k, _) in zip(hosts, taken):
             pipe.zrange(store.per_host("q", host), 0, k - 1)
         census = Census()
         for members, (k, n) in zip(pipe.execute(), taken):
-            for i, line in enumerate(members):   # each URL read stands for n // k of its host's
-                census.add(line.decode("utf-8", "replace").split("\t", 1)[0], n // k + (i < n % k))
+            lines = [line for m in members for line, _ in pending_lines(m, 0.0)]
+            if not lines:
+                continue
+            # The host's lines: its members times the lines a member read holds (exact when all
+            # were read); its share of the budget of lines is looked at, each standing for its
+            # share of them.
+            every = n * len(lines) // len(members)
+            lines = lines[:max(k, CENSUS_BUDGET * n // total)]
+            for i, line in enumerate(lines):
+                census.add(line.decode("utf-8", "replace").split("\t", 1)[0],
+                           every // len(lines) + (i < every % len(lines)))
         pipe = r.pipeline(transaction=False)
         for h in r.smembers(store.key("fhosts")):
             pipe.hvals(store.per_host("f", h.decode()))

@@ -392,11 +392,11 @@ class Spider:
         in_headers, header_requisites = self._header_links(claim.url, result)
         links = (page.links + [Link(u, False) for u in in_headers]) if in_headers else page.links
         fields = {"content_hash": page.text_hash, "outlinks": len(links), "title": page.title}
-        if page.text_hash:
-            first = self.store.first_with_text(page.text_hash, claim.url)
-            if first != claim.url:
-                self.store.log("duplicates", duplicate_line(claim.url, "duplicate", first))
-                return fields
+        resolved = self._resolve(links, base)
+        first, known = self._first_and_known(page.text_hash, claim.url, [url for _, url in resolved])
+        if first != claim.url:
+            self.store.log("duplicates", duplicate_line(claim.url, "duplicate", first))
+            return fields
         canonical = resolve(base, page.canonical) if page.canonical else None
         if canonical is not None:
             canonical = self.admission.clean(canonical)
@@ -407,7 +407,7 @@ class Spider:
             if not added:   # the canonical page is known already: it carries the links
                 return fields
         report = self.add_links_to_queue(claim.url, links, entry.depth, base,
-                                         nofollow_page=page.meta_nofollow)
+                                         nofollow_page=page.meta_nofollow, checked=(resolved, known))
         if page.dropped:   # --max-links cut this page's links: say so, once per page
             self.store.log("rejected", rejected_line(
                 claim.url, f"max-links: {page.dropped} links not followed", claim.url))
@@ -517,9 +517,28 @@ class Spider:
         self._open_claim = None
 
     # -- links ---------------------------------------------------------------------------------------
+    def _resolve(self, links: Iterable[Link | str], base: str) -> list[tuple[Link | str, str]]:
+        """Each link that resolves against ``base``, with its URL cleaned as the crawl keeps it."""
+        out = []
+        for link in links:
+            url = resolve(base, link.href if isinstance(link, Link) else link)
+            if url is not None:
+                out.append((link, self.admission.clean(url)))
+        return out
+
+    def _first_and_known(self, text_hash: str | None, url: str, links: list[str]) -> tuple[str, set[str]]:
+        """The first URL with this page's text, and which of its links the frontier knows: one
+        question where the store can ask both at once (Redis: one round trip, not two)."""
+        both = getattr(self.store, "first_and_known", None)
+        if both is not None:
+            return both(text_hash, url, links)  # type: ignore[no-any-return]
+        first = self.store.first_with_text(text_hash, url) if text_hash else url
+        return first, (self.store.known(links) if first == url else set())
+
     def add_links_to_queue(self, page_url: str, links: Iterable[Link | str], depth: int,
                            base_url: str | None = None, nofollow_page: bool = False,
-                           requisite: bool = False) -> LinkReport:
+                           requisite: bool = False,
+                           checked: tuple[list[tuple[Link | str, str]], set[str]] | None = None) -> LinkReport:
         """Resolve, normalise, scope, deduplicate and persist the links found on a page.
 
         ``depth`` is the page's own depth; its links are one deeper. Links are resolved against
@@ -529,6 +548,7 @@ class Spider:
         (``nofollow_page``), are refused as ``nofollow`` unless --follow-nofollow.
         ``requisite``: the URLs are the page's requisites (--requisites): queued as such, at the
         page's own depth (so --max-depth never refuses them, as wget -p), nofollow not applying.
+        ``checked``: the links already resolved and which of them are known (``_first_and_known``).
         """
         obey_nofollow = not self.config.follow_nofollow and not requisite
         new_depth, kind = (depth, REQUISITE) if requisite else (depth + 1, "-")
@@ -536,13 +556,13 @@ class Spider:
         report = LinkReport()
         batch: dict[str, QueueEntry] = {}
         refused: list[tuple[str, str, str]] = []
-        resolved: list[tuple[Link | str, str]] = []
-        for link in links:
-            report.found += 1
-            url = resolve(base, link.href if isinstance(link, Link) else link)
-            if url is not None:
-                resolved.append((link, self.admission.clean(url)))
-        known = self.store.known(url for _, url in resolved)   # one question for the whole page
+        links = list(links)
+        report.found = len(links)
+        if checked is None:
+            resolved = self._resolve(links, base)
+            known = self.store.known(url for _, url in resolved)   # one question for the whole page
+        else:
+            resolved, known = checked
         for link, url in resolved:
             if url in batch or url in known:
                 report.duplicates += 1

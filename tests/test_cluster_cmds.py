@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
 from redis_server import RedisServer, redis_server  # noqa: F401  (pytest fixtures)
 from sitekit import TestSite
 from test_cluster import MAIN, TIMEOUT, error_line, recorded
@@ -98,9 +100,9 @@ def test_seed_queues_the_sitemaps_urls_in_redis_as_on_files(
 
     # The same URLs pending, the same refusals (robots, scope) with the sitemap as source, the
     # same lastmod lines.
-    from spider.cluster import ClusterStore, pending_lines
+    from spider.cluster import ClusterStore, pending_queue_lines
     store = ClusterStore.connect(redis_server.url, "sm")
-    pending = {line.split("\t")[0] for line in pending_lines(store)}
+    pending = {line.split("\t")[0] for line in pending_queue_lines(store)}
     assert pending == {line.split("\t")[0] for line in file_log(files, "sm", "queue.txt")}
     assert pending == {site.url(p) for p in ("/a", "/s1", "/s2")}
     assert counts(redis_server, "sm")["pending"] == 3
@@ -178,27 +180,97 @@ def test_discover_on_redis_fetches_listings_and_leaves_the_rest_pending_as_on_fi
     assert counts(redis_server, "shop").get("parked", 0) == 0 and counts(redis_server, "shop")["pending"] == 0
 
 
+@pytest.mark.parametrize("defer", [False, True])
 def test_a_discovery_worker_parks_what_it_claims_and_is_not_to_fetch(
-        tmp_path: Path, redis_server: RedisServer) -> None:
+        tmp_path: Path, redis_server: RedisServer, defer: bool) -> None:
     """A URL queued unparked (admitted by a worker an instant before it parks it, a retry of an
-    earlier run) and claimed by a discovery worker is given back and parked, not fetched."""
+    earlier run) and claimed by a discovery worker is given back and parked, not fetched; also
+    by a crawl's worker, whose give-back settle is buffered until its next script (defer)."""
     from spider.cluster import ClusterStore
     from spider.config import CrawlConfig
     from spider.frontier.redisstore import RedisStore
     from spider.records import QueueEntry
 
-    store = ClusterStore.connect(redis_server.url, "race", tmp_path)
+    name = f"race{int(defer)}"
+    store = ClusterStore.connect(redis_server.url, name, tmp_path, defer=defer)
     store.discover(CrawlConfig(seeds=("http://a.test/",), discover=("/list/",)))
     RedisStore.add(store, [QueueEntry("http://a.test/item/1", 1), QueueEntry("http://b.test/list/1", 1)])
     got = store.claim(10, 0.0, lambda host: 0.0)
     assert [c.url for c in got.claims] == ["http://b.test/list/1"]
     c = store.counts()
     assert (c.pending, c.in_flight, got.pending) == (1, 1, 0)
-    assert redis_server.client().hget("race:counts", "parked") == b"1"
+    assert redis_server.client().hget(f"{name}:counts", "parked") == b"1"
     assert store.claim(10, 0.0, lambda host: 0.0).claims == []   # parked: claimed by no one
-    assert store.unpark() == 1 and redis_server.client().hget("race:counts", "parked") is None
+    assert store.unpark() == 1 and redis_server.client().hget(f"{name}:counts", "parked") is None
     store.only = ()
     assert [c.url for c in store.claim(10, 0.0, lambda host: 0.0).claims] == ["http://a.test/item/1"]
+
+
+def test_a_due_retry_claimed_by_a_discovery_worker_is_parked_not_claimed_again(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A retry of an earlier run that comes due in a discovery run, and is not to be fetched, is
+    given back ready and parked: not put back among the retries, due at once, claimed again."""
+    from spider.cluster import ClusterStore
+    from spider.config import CrawlConfig
+    from spider.frontier.redisstore import RedisStore
+    from spider.records import QueueEntry
+
+    store = ClusterStore.connect(redis_server.url, "dueretry", tmp_path, defer=True)
+    store.discover(CrawlConfig(seeds=("http://a.test/",), discover=("/list/",)))
+    RedisStore.requeue(store, [QueueEntry("http://a.test/item/1", 1, 1, 5.0, "http://a.test/")])
+    got = store.claim(1, 10.0, lambda host: 0.0)
+    assert (got.claims, got.pending) == ([], 0)
+    assert redis_server.client().hget("dueretry:counts", "parked") == b"1"
+    assert store.claim(1, 20.0, lambda host: 0.0).claims == []
+    assert store.counts().pending == 1 and store.unpark() == 1
+
+
+def test_a_discovery_run_parks_lines_inside_pending_blocks_and_only_those(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """On Redis a page's links to one host wait as one member of the host's queue (a block of
+    up to 64 lines): a discovery run parks the lines it is not to fetch out of the blocks (those
+    queued before it started, and those it adds), and only those; the counts stay exact, the
+    wanted lines are claimed in order, and unparking gives every line back, with its source, in
+    the crawl's order."""
+    from spider.cluster import ClusterStore, pending_queue_lines
+    from spider.config import CrawlConfig
+    from spider.records import QueueEntry
+
+    page = "http://a.test/"
+    links = [QueueEntry(f"http://a.test/{'list' if i % 3 == 0 else 'item'}/{i}", 1, 0, 0.0, page)
+             for i in range(150)]
+    client = redis_server.client()
+    plain = ClusterStore.connect(redis_server.url, "blk", tmp_path)
+    assert len(plain.add(links[:100])) == 100
+    assert client.zcard("blk:q:{a.test}") == 2   # two blocks (64 + 36 lines)
+    disc = ClusterStore.connect(redis_server.url, "blk", tmp_path)
+    disc.discover(CrawlConfig(seeds=(page,), discover=("/list/",)))
+    items = [e.url for e in links if "/item/" in e.url]
+    assert disc.park_pending() == 66                       # the items of the first 100
+    assert len(disc.add(links[100:])) == 50                # a page's links, in a discovery run
+    assert client.hget("blk:counts", "parked") == b"100"
+    assert (disc.counts().pending, client.zcard("blk:d:{a.test}")) == (150, 100)
+    assert sorted(line.split("\t")[0] for line in pending_queue_lines(disc, kinds=("d",))) == sorted(items)
+
+    claimed, left = claim_all(disc)
+    assert claimed == [e.url for e in links if "/list/" in e.url]   # in order, no item
+    assert left == 0 and disc.counts().pending == 100
+
+    assert disc.unpark() == 100 and client.hget("blk:counts", "parked") is None
+    assert sorted(pending_queue_lines(disc)) == sorted(e.line()[:-1] for e in links if "/item/" in e.url)
+    disc.only = ()
+    assert claim_all(disc) == (items, 0) and disc.counts().pending == 0
+
+
+def claim_all(store: Any) -> tuple[list[str], int]:
+    """Claim and settle one URL at a time until none comes: the URLs, and the last pending count."""
+    claimed: list[str] = []
+    while True:
+        got = store.claim(1, 0.0, lambda host: 0.0)
+        if not got.claims:
+            return claimed, got.pending
+        claimed.append(got.claims[0].url)
+        assert store.settle(got.claims[0], "crawled", record=got.claims[0].url + "\t200\n")
 
 
 # ---------------------------------------------------------------------------- recrawl
@@ -441,6 +513,9 @@ def test_status_on_redis_lists_each_machine_with_its_hosts_and_rate(
         row = None
         end = time.monotonic() + TIMEOUT
         while row is None and m.proc.poll() is None and time.monotonic() < end:
+            if not redis_server.client().exists("rates:settings"):   # the crawl is not in Redis yet
+                time.sleep(0.05)
+                continue
             out = run(tmp_path, "status", "rates", "--store", redis_server.url).stdout
             for line in out.splitlines():
                 f = line.split()
