@@ -35,6 +35,7 @@ from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
 HEAD_REFUSED = (405, 501)   # --check-requisites: a server that will not answer HEAD gets a GET
+SENT_HOSTS = 4096   # hosts whose last request time a worker keeps (_keep_pace)
 EXIT_INTERNAL_ERROR = 4   # a worker that met the same bug of ours on one URL too often
 
 
@@ -69,6 +70,7 @@ class Spider:
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
         self._told_internal = False   # an internal error is said once per worker (errors.log has all)
         self._requisites = config.requisites or config.check_requisites
+        self._sent: dict[str, float] = {}   # host -> when this worker's last request to it left
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -175,6 +177,7 @@ class Spider:
             if not self._still_ours(current):
                 self._open_claim = None
                 return
+            self._keep_pace(current.url)
             result = self._request(current)
             self._log_fetch(current.url, result)
             self._adapt(current.url, result)
@@ -265,6 +268,23 @@ class Spider:
         if delay > 0 or self.store.host_state(host).next_allowed > now:
             self.store.update_host(host, lambda s: replace(s, next_allowed=(
                 now + delay if s.reason == "-" else max(s.next_allowed, now + delay))))
+
+    def _keep_pace(self, url: str) -> None:
+        """Right before a request: never less than the host's delay after this worker's own last
+        request to it. The shared slot (``_hold_host``) is set from a time read before the store's
+        round trips, whose length varies under load, so two requests of one worker could leave
+        closer than the delay (measured: 0.185 s against 0.2 on Redis). This worker's own clock
+        readings, taken as each request leaves, close that gap; other workers keep to the slot."""
+        host = host_key(url)
+        last = self._sent.get(host)
+        if last is not None:
+            short = last + self.host_delay(host) - self.clock()
+            if short > 0:
+                self.wait(short)
+        now = self._sent[host] = self.clock()
+        if len(self._sent) > SENT_HOSTS:   # keep only hosts whose last request is still recent
+            horizon = now - self.config.max_delay
+            self._sent = {h: t for h, t in self._sent.items() if t >= horizon}
 
     def _fetch_robots(self, url: str, previous: Rules | None = None) -> tuple[Rules, str]:
         """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects.
