@@ -41,7 +41,7 @@ from . import recrawl
 from .broken import split_failed
 from .config import CrawlConfig
 from .crawl import (EXIT_INTERRUPTED, RUNNING, WORKER_STORE_ERROR, Crawl, Summary,
-                    _die_with_parent, order_of)
+                    _die_with_parent, child_signals, order_of)
 from .frontier.contract import Claim, ClaimResult, StoreError
 from .frontier.redisstore import _LUA_COMMON, KEY_SCALE, RedisStore, pending_lines
 from .records import QueueEntry, first_field, is_data, utc_stamp
@@ -673,11 +673,9 @@ def _last_note(folder: Path) -> str | None:
 def _worker_main(config: CrawlConfig, parent_store: ClusterStore, stop: Any, parent: int,
                  lease: float = LEASE) -> None:
     """A worker of a crawl on Redis: its own connections, a lease thread, the usual Spider."""
-    import signal
 
     _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child_signals()
     stop.in_worker()
     from .fetch import Fetcher
     from .spider import Spider

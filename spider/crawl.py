@@ -307,7 +307,7 @@ class Crawl:
         p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit,
                                                           self.config.max_pages_per_host, os.getpid()))
         self.children.append(p)
-        p.start()
+        start_child(p)
         child_end.close()
         try:
             outcome = parent_end.recv()
@@ -356,7 +356,7 @@ class Crawl:
                              daemon=False)
         self.children = [c for c in self.children if c.pid is None or c.exitcode is None]   # reaped ones go
         self.children.append(p)
-        p.start()
+        start_child(p)
         return p
 
     def _supervise(self, store: FileStore) -> int:
@@ -582,10 +582,34 @@ def _die_with_parent(parent: int) -> None:
         os._exit(EXIT_ERROR)
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def start_child(p: multiprocessing.process.BaseProcess) -> None:
+    """Fork a child with Ctrl-C and SIGTERM held back until it has set its own handling
+    (``child_signals``): a Ctrl-C at the instant of the fork would otherwise run, in the new
+    process, the parent's handler or Python's default one (a KeyboardInterrupt traceback)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        p.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def child_signals(*, term: bool = True) -> None:
+    """First thing in a child started by ``start_child``: ignore Ctrl-C (and SIGTERM, with
+    ``term``: the parent decides how to stop), then take the signals held back; one that came
+    meanwhile is dropped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
 def _recover_child(conn: Any, folder: Path, admit: Callable[[str, int], str | None],
                    max_per_host: int | None, parent: int) -> None:
     _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    child_signals(term=False)
     try:
         conn.send(recover(folder, admit, max_per_host))
     except OSError as e:
@@ -674,8 +698,7 @@ class _StopSignal:
 def _worker_main(config: CrawlConfig, store: FileStore, stop: _StopSignal, parent: int) -> None:
     """Entry point of a worker process (forked: it inherits the parent's view of the store)."""
     _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent decides how to stop
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # ... also when the whole group gets SIGTERM
+    child_signals()   # the parent decides how to stop, also when the whole group gets SIGTERM
     stop.in_worker()
     from .spider import Spider
 
