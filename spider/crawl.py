@@ -367,11 +367,15 @@ class Crawl:
         # in every worker after it: ~0.1 CPU s a worker (and a replacement) saved, pages shared.
         from . import fetch, spider  # noqa: F401
         try:
+            # The run's first row of stats.txt before any worker starts: a row taken after them
+            # misses what they did first (checks of a recrawl were counted 9 of 11).
+            self._watch(store)
+            first_sample = time.monotonic()
+            last_sample = first_sample
             procs = [self._start_worker(store) for _ in range(self.config.workers)]
             self._workers_started(store)
             restarts = 0
-            last_status = last_sample = 0.0
-            first_sample: float | None = None
+            last_status = 0.0
             rate = _Rate()
             while True:
                 if self.interrupts >= 2:
@@ -404,9 +408,8 @@ class Crawl:
                 if not procs:
                     return EXIT_INTERRUPTED if self.interrupts else EXIT_DONE
                 now = time.monotonic()
-                if now - last_sample >= sample_every(0.0 if first_sample is None else now - first_sample):
+                if now - last_sample >= sample_every(now - first_sample):
                     last_sample = now
-                    first_sample = now if first_sample is None else first_sample
                     self._watch(store)
                 if now - last_status >= self.status_every:
                     last_status = now
