@@ -174,10 +174,10 @@ class Spider:
             if not_before > self.clock():
                 self.wait(not_before - self.clock())
             delay = self._hold_host(current.url)
-            if not self._still_ours(current):
+            self._keep_pace(current.url, delay)
+            if not self._still_ours(current):   # last, after the pace wait: nothing blocks between it and the send
                 self._open_claim = None
                 return
-            self._keep_pace(current.url, delay)
             result = self._request(current)
             self._log_fetch(current.url, result)
             self._adapt(current.url, result)
@@ -247,10 +247,13 @@ class Spider:
         return not_before
 
     def _still_ours(self, claim: Claim) -> bool:
-        """Right before a request (after ``_hold_host``, whose Redis calls a pause may fall
-        between): is the claim still this worker's? A store whose claims can be
-        taken back (Redis: a lease that ran out while this worker was paused) says so through
-        ``holds``; a lost claim is dropped unfetched, since its host's new holder keeps its pace."""
+        """The last step before a request (after ``_hold_host``'s store calls and ``_keep_pace``'s
+        wait, either of which a pause may fall into): is the claim still this worker's? A store
+        whose claims can be taken back (Redis: a lease that ran out while this worker was paused)
+        says so through ``holds``; a lost claim is dropped unfetched, since its host's new holder
+        keeps its pace. What is left between this check and the send is the fetch's own code and
+        its connect; Redis answers ``holds`` locally only while less than half a lease has passed,
+        so a request can break the pace only after a stall of half a lease right there."""
         holds = getattr(self.store, "holds", None)
         if holds is None or holds(claim):
             return True
@@ -497,7 +500,7 @@ class Spider:
             self.wait(not_before - self.clock())
         cfg = self.config
         page = self._schedule().get(claim.url) or recrawl.Page(claim.url)
-        self._hold_host(claim.url)
+        self._keep_pace(claim.url, self._hold_host(claim.url))   # as a first fetch: one pace per worker
         if not self._still_ours(claim):
             self._open_claim = None
             return

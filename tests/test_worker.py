@@ -729,3 +729,51 @@ def test_a_slow_store_round_trip_never_shortens_the_gap_between_two_requests(sit
     assert len(fetcher.sent) == 3, fetcher.sent
     gaps = [b - a for a, b in zip(fetcher.sent, fetcher.sent[1:])]
     assert all(g >= 0.2 - 1e-9 for g in gaps), gaps
+
+
+class _LeaseRunsOut(MemoryStore):
+    """A store whose claims can be taken back, as Redis's are: ``holds`` says no once the fake
+    clock passes ``lost_at`` (a lease that ran out while the worker was paused)."""
+
+    def __init__(self, clock: FakeClock, lost_at: float) -> None:
+        super().__init__()
+        self.clock, self.lost_at = clock, lost_at
+        self.asked: list[float] = []
+
+    def holds(self, claim) -> bool:
+        self.asked.append(self.clock())
+        return self.clock() < self.lost_at
+
+
+def test_a_claim_lost_during_the_pace_wait_is_not_fetched(site: TestSite) -> None:
+    """The lease check is the last step before a request: a claim that this worker loses while it
+    keeps its own pace to the host (a pause there, past the lease) is handed back unfetched."""
+    site.route("/", body=html())
+    clock = FakeClock()
+    store = _LeaseRunsOut(clock, lost_at=clock() + 0.5)
+    spider = Spider(make_config(site.url("/"), delay=1.0), store, clock=clock, wait=clock.wait)
+    try:
+        store.add([QueueEntry(site.url("/"))])
+        spider._sent[site.url("/").split("/")[2]] = clock()   # its own last request to the host: just now
+        crawl_one(spider, store, clock)
+        assert site.requests == [], "a request left after the claim was lost"
+        assert store.asked == [clock()] and clock.waits, "the check came before the pace wait"
+        assert store.claim(1, clock(), spider.delay_for).claims, "the URL was not handed back"
+    finally:
+        spider.close()
+
+
+def test_a_recheck_keeps_the_workers_own_pace_too(site: TestSite) -> None:
+    """A recrawl's check of a page is a request like any other: not less than the delay after
+    this worker's own last request to the host."""
+    site.route("/", body=html())
+    clock = FakeClock()
+    store = MemoryStore()
+    spider = Spider(make_config(site.url("/"), delay=1.0), store, clock=clock, wait=clock.wait)
+    try:
+        spider._sent[site.url("/").split("/")[2]] = clock()
+        store.add([QueueEntry(site.url("/"), kind="recheck")])
+        crawl_one(spider, store, clock)
+        assert len(site.requests) == 1 and clock.waits and sum(clock.waits) >= 1.0, clock.waits
+    finally:
+        spider.close()
