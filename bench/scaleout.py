@@ -24,6 +24,8 @@ from the server's own log (arrival time of each request):
     steady       page requests / time, from the moment every machine has sent its first request
                  (a joining machine first starts Python, its worker, and takes its share of hosts,
                  ~2 s on a loaded 2-core machine, while the first one crawls) to the last one
+    first request  seconds from each machine's launch to its first request (machine 1: a
+                 crawl's start; the others: what joining costs)
     min gap      the smallest gap between two requests to one host (robots.txt included), against
                  --delay: politeness across machines
 
@@ -122,6 +124,20 @@ def steady_rate(reqs, pages: List[float], fetched: Dict[str, tuple], port: int, 
     return round(rate, 2), round(start - min(pages), 3)
 
 
+def join_latency(reqs, fetched: Dict[str, tuple], port: int, launched: List[float]) -> List[float]:
+    """Seconds from each machine's launch to its first request (robots.txt or page), the k-th
+    worker pid to send one taken as machine k's. For machine 1 that is a crawl's start; for the
+    others what a join costs (Python start-up, the fork, the first heartbeat, the others letting
+    go of hosts)."""
+    first: Dict[str, float] = {}
+    for t, addr, path in sorted(reqs):
+        pid = fetched.get(f"http://{addr}:{port}{path}", ("?",))[0]
+        if pid != "?":
+            first.setdefault(pid, t)
+    starts = sorted(first.values())
+    return [round(t - at, 3) for t, at in zip(starts, launched)]
+
+
 def netns_layout(hosts: int, machines: int):
     """--netns: tests/netns.py's layout: a namespace for Redis, one for the site (the H hosts are
     its 198.18.0.x addresses), one per machine; this process's sockets in the hub."""
@@ -149,6 +165,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
               "--max-pages", str(args.pages), "--max-depth", "100"]
     urls = [f"http://{a}:{site.port}/" for a in site.addrs]
     procs: List[subprocess.Popen] = []
+    launched: List[float] = []   # wall clock, as the server's log
     t0 = time.monotonic()
     for k in range(m):
         cwd = base / f"machine{k + 1}"
@@ -158,6 +175,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
             end = time.monotonic() + 30
             while not client.keys(f"{NAME}:*") and time.monotonic() < end:
                 time.sleep(0.05)
+        launched.append(time.time())
         with open(cwd / "stdout.log", "wb") as out, open(cwd / "stderr.log", "wb") as err:
             procs.append(subprocess.Popen(cmd, cwd=str(cwd), stdout=out, stderr=err,
                                           stdin=subprocess.DEVNULL, start_new_session=True))
@@ -181,6 +199,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     fetched = {f[-1]: (f[1], float(f[4])) for f in (line.rstrip("\n").split("\t") for line in fetch)
                if len(f) >= 6 and f[4].isdigit()}   # URL -> (pid, response ms)
     steady, all_in = steady_rate(reqs, pages, fetched, site.port, m)
+    joined = join_latency(reqs, fetched, site.port, launched)
     under = under_delay(reqs, args, site.port, fetched)
     unexplained = sum(1 for u in under if not u["server_lag"])
     gaps = host_gaps(reqs)
@@ -189,7 +208,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     return {"machines": m, "round": round_no, "codes": codes, "wall_s": round(wall, 3),
             "page_requests": len(pages), "span_s": round(span, 3), "crawled": crawled,
             "pages_per_s": round(len(pages) / span, 2) if span else 0.0,
-            "steady_pages_per_s": steady, "all_in_s": all_in,
+            "steady_pages_per_s": steady, "all_in_s": all_in, "join_s": joined,
             "wall_pages_per_s": round(crawled / wall, 2) if wall else 0.0,
             "min_gap_s": round(gap, 4), "min_gap_host": where, "gaps": len(gaps), "gaps_below": below,
             "loadavg_1m": round(os.getloadavg()[0], 2), "under_delay": under, "unexplained": unexplained,
@@ -242,7 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     print(f"  round {r}, {m} machine(s): {res['pages_per_s']} pages/s (server span "
                           f"{res['span_s']} s, {res['page_requests']} page requests), wall {res['wall_s']} s "
                           f"= {res['wall_pages_per_s']} pages/s, {res['steady_pages_per_s']} pages/s once all "
-                          f"crawl ({res['all_in_s']} s in), min gap {res['min_gap_s']} s "
+                          f"crawl ({res['all_in_s']} s in; each machine's first request {res['join_s']} s after its launch), min gap {res['min_gap_s']} s "
                           f"({res['min_gap_host']}; {res['gaps_below']} of {res['gaps']} gaps below delay - tolerance), "
                           f"load {res['loadavg_1m']}, exit {res['codes']}", flush=True)
                     for u in res["under_delay"]:
