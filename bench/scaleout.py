@@ -14,7 +14,9 @@ A "machine" is one `crawl --store` process tree in its own working directory:
     machine 1:  python main.py crawl scaleout http://127.0.0.1:PORT/ ... http://127.0.0.H:PORT/
                     --store redis://127.0.0.1:RPORT/0 --workers 1 --delay D --max-pages N
                     --max-depth 100
-    machine k:  the same without the START_URLs (joins), started once the crawl is in Redis
+    machine k:  the same without the START_URLs, with --join-wait 30: started at the same time
+                as machine 1, it waits for the crawl to be in Redis and joins it (--stagger:
+                started only once the crawl is in Redis, as before)
 
 For M = 1, 2, 3 (interleaved over --repeat rounds; Redis flushed before each run) it prints,
 from the server's own log (arrival time of each request):
@@ -170,8 +172,9 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     for k in range(m):
         cwd = base / f"machine{k + 1}"
         cwd.mkdir(parents=True)
-        cmd = (wraps[k] if wraps else []) + spider_cmd("crawl", NAME, *(urls if k == 0 else []), *common)
-        if k > 0:   # join once the crawl is in Redis (its settings are saved before it starts)
+        joins = [] if k == 0 else ["--join-wait", "30"]
+        cmd = (wraps[k] if wraps else []) + spider_cmd("crawl", NAME, *(urls if k == 0 else []), *common, *joins)
+        if k > 0 and args.stagger:   # join once the crawl is in Redis (its settings are saved after its seeds)
             end = time.monotonic() + 30
             while not client.keys(f"{NAME}:*") and time.monotonic() < end:
                 time.sleep(0.05)
@@ -228,6 +231,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--tolerance", type=float, default=0.002,
                     help="gaps below delay - this are counted (the server's timestamps jitter by ~1 ms)")
     ap.add_argument("--spider-dir", type=Path)
+    ap.add_argument("--stagger", action="store_true",
+                    help="start the joining machines only once the crawl is in Redis (by default every "
+                         "machine starts at once, the joiners with --join-wait, as a script starting a cluster would)")
     ap.add_argument("--netns", action="store_true",
                     help="each machine, Redis and the site in a network namespace of their own (root; 198.18.0.0/24)")
     args = ap.parse_args(argv)

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,8 +23,10 @@ from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from . import safefs
 from .frontier.contract import StoreError
+from .records import QueueEntry
 from .urls import normalize
 
+JOIN_POLL = 0.05   # --join-wait: how often a machine looks for the crawl it waits for
 LEASE = 60.0   # --lease's default: seconds a host stays leased without a sign of life from its holder
 
 
@@ -223,8 +226,11 @@ CRAWL_OPTIONS = [
 @store_option
 @click.option("--lease", type=click.FloatRange(min=1), metavar="SECONDS",
               help="--store: a host whose worker shows no sign of life for this long goes to another.  [default: 60]")
+@click.option("--join-wait", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="--store, joining: wait up to this long for the crawl to be started in Redis by "
+                   "another machine (machines started together).  [default: 0, not at all]")
 def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str | None, lease: float | None,
-          **options: Any) -> None:
+          join_wait: float | None, **options: Any) -> None:
     """Crawl from START_URLs into the project folder NAME, or resume NAME's crawl.
 
     A new project needs at least one START_URL. Run the same command again (URLs optional) to
@@ -235,9 +241,12 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str
     machine (START_URLs optional) joins the crawl with that machine's --workers.
     """
     if store:
-        _crawl_on_store(name, start_urls, projects_dir, options, store, LEASE if lease is None else lease)
+        _crawl_on_store(name, start_urls, projects_dir, options, store, LEASE if lease is None else lease,
+                        join_wait=join_wait or 0.0)
     elif lease is not None:
         raise click.UsageError("--lease is for a crawl on Redis (--store URL)")
+    elif join_wait is not None:
+        raise click.UsageError("--join-wait is for a crawl on Redis (--store URL)")
     else:
         _crawl(name, start_urls, projects_dir, options)
 
@@ -389,9 +398,10 @@ def _crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: 
 
 def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: dict[str, Any],
                     url: str, lease: float, recheck: str | None = None, refetch_failed: bool = False,
-                    seed_only: bool = False) -> None:
+                    seed_only: bool = False, join_wait: float = 0.0) -> None:
     """Start or join the crawl NAME whose frontier is in Redis at ``url`` (spider/cluster.py);
-    ``recheck``/``refetch_failed``: a recrawl; ``seed_only``: the seed command."""
+    ``recheck``/``refetch_failed``: a recrawl; ``seed_only``: the seed command; ``join_wait``:
+    seconds a joining machine waits for another to start the crawl."""
     from .cluster import ClusterCrawl, ClusterStore
     from .crawl import order_of
 
@@ -403,13 +413,22 @@ def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, 
         saved = store.saved_settings()
         if saved is None and (recheck or refetch_failed or seed_only):
             raise click.ClickException(f"no crawl named {name!r} in Redis at {url}")
+        if saved is None and not seeds and join_wait > 0:
+            saved = _wait_for_crawl(store, name, url, join_wait)
         if saved is None and not seeds:
-            raise click.UsageError(f"no crawl named {name!r} in Redis at {url}: "
-                                   "give at least one START_URL to start it")
+            waited = f" (waited {join_wait:g} s)" if join_wait > 0 else ""
+            raise click.UsageError(f"no crawl named {name!r} in Redis at {url}{waited}: "
+                                   "give at least one START_URL to start it, or --join-wait SECONDS "
+                                   "to wait for the machine that does")
         config = _config(folder, seeds, options, saved or {})
         store.max_pages, store.max_per_host = config.max_pages, config.max_pages_per_host
         store.order = order_of(config)
         store.discover(config)
+        if saved is None:
+            # A new crawl: its seeds go in before its settings, which are what a joining machine
+            # waits for, so a machine that joins at once never finds a crawl with nothing queued
+            # (its workers would take that for a finished crawl and stop).
+            store.add(QueueEntry(s, 0, 0, 0.0, "-") for s in config.seeds)
         store.save_settings(config)
         folder.mkdir(parents=True, exist_ok=True)
         code = ClusterCrawl(folder, config, store, seeds=seeds, lease=lease, recheck=recheck, sitemaps=sitemaps,
@@ -419,6 +438,23 @@ def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, 
     except OSError as e:
         raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
     sys.exit(code)
+
+
+def _wait_for_crawl(store: Any, name: str, url: str, seconds: float) -> dict[str, Any] | None:
+    """``--join-wait``: the crawl's saved settings once another machine has started it, or None
+    after ``seconds``. Ctrl-C meanwhile ends the command as an interrupted crawl does."""
+    click.echo(f"waiting up to {seconds:g} s for crawl {name!r} to start in Redis at {url}", err=True)
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            time.sleep(min(JOIN_POLL, max(0.0, end - time.monotonic())))
+            saved = store.saved_settings()
+            if saved is not None:
+                return saved
+    except KeyboardInterrupt:
+        click.echo(f"interrupted while waiting for crawl {name!r}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    return None
 
 
 def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
