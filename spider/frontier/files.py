@@ -72,6 +72,10 @@ READ_CHUNK = 1 << 20
 FAR_AHEAD = 366 * 86400.0   # no wait the crawler sets is this long: a later time is a typo
 VIEW = "frontier.view"   # a saved view of the frontier (spider/frontier/view.py): a cache, safe to delete
 BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
+HOT_URLS = 4096   # URLs a process remembers as known (``FileStore.known``): a site's menus fit
+_PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and the store asked per lock
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))   # a forked worker: its own
+ENDED = frozenset({"crawled", "failed", "rejected"})   # logs whose last line a person may leave open
 LOGS = {"crawled": CRAWLED, "failed": FAILED, "rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log",
         "duplicates": DUPLICATES, "checks": CHECKS, "schedule": "schedule.txt", "removed": "removed.txt", "links": "links.txt"}
 
@@ -95,9 +99,9 @@ class FrontierLock:
         self._pid = 0
 
     def __enter__(self) -> "FrontierLock":
-        if self._pid != os.getpid():
+        if self._pid != _PID[0]:
             self._fd = safefs.open_fd(self.lock_file, os.O_RDWR | os.O_CREAT)
-            self._pid = os.getpid()
+            self._pid = _PID[0]
         fd = self._fd
         assert fd is not None
         # Blocks in the kernel until the holder lets go; a holder that dies (even by SIGKILL)
@@ -111,20 +115,33 @@ class FrontierLock:
 
 
 class _File:
-    """One project file held open for reading new lines and appending whole lines."""
+    """One project file held open for reading new lines and appending whole lines.
+
+    A lock hold looks at each file once (``look``: one ``stat`` of its path) and passes what it
+    saw to ``reopen_if_replaced`` and the reads: the size of the file we hold is the size at its
+    path when the inode is the same, and under the frontier lock no process of the crawl
+    appends between the look and the read."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.name = str(path)   # for os calls: a Path converts itself on every call
         self.fd: int | None = None
         self.ino: int | None = None
         self.pos = 0
 
-    def reopen_if_replaced(self) -> bool:
-        """True when the file was replaced (or first opened): the reader must start over."""
+    def look(self) -> os.stat_result | None:
+        """The file at our path now (None: there is none)."""
         try:
-            ino = os.stat(self.path).st_ino
+            return os.stat(self.name)
         except FileNotFoundError:
-            ino = None
+            return None
+
+    def reopen_if_replaced(self, st: os.stat_result | None | bool = True) -> bool:
+        """True when the file was replaced (or first opened): the reader must start over.
+        ``st``: what ``look`` just saw (by default, look now)."""
+        if st is True:
+            st = self.look()
+        ino = None if st is None else st.st_ino   # type: ignore[union-attr]
         if ino == self.ino and self.fd is not None:
             return False
         self.close()
@@ -141,20 +158,20 @@ class _File:
         self.pos = 0
         return True
 
-    def replaced(self) -> bool:
-        """Is the file at our path another one than we hold open (or gone)?"""
-        try:
-            return os.stat(self.path).st_ino != self.ino
-        except FileNotFoundError:
-            return True
+    def replaced(self, st: os.stat_result | None | bool = True) -> bool:
+        """Is the file at our path another one than we hold open (or gone)? ``st`` as above."""
+        if st is True:
+            st = self.look()
+        return st is None or st.st_ino != self.ino   # type: ignore[union-attr]
 
-    def read_chunks(self) -> Iterator[tuple[int, bytes]]:
+    def read_chunks(self, size: int | None = None) -> Iterator[tuple[int, bytes]]:
         """Whole lines appended since the last call, as (offset, bytes) chunks of about 1 MB.
 
         A line still being written (no newline yet) waits for the next call; a line longer than
-        a chunk is read whole, never cut."""
+        a chunk is read whole, never cut. ``size``: the file's size if just seen (``look``)."""
         assert self.fd is not None
-        size = os.fstat(self.fd).st_size
+        if size is None:
+            size = os.fstat(self.fd).st_size
         chunk = READ_CHUNK
         while self.pos < size:
             data = os.pread(self.fd, min(size - self.pos, chunk), self.pos)
@@ -169,11 +186,11 @@ class _File:
             self.pos += stop
             yield base, data[:stop] if stop < len(data) else data
 
-    def read_new(self) -> Iterator[tuple[int, int, str]]:
+    def read_new(self, size: int | None = None) -> Iterator[tuple[int, int, str]]:
         """Complete lines appended since the last call, with their byte offsets.
 
         Read in chunks, so catching up with a 60 MB queue.txt does not hold 60 MB at once."""
-        for base, data in self.read_chunks():
+        for base, data in self.read_chunks(size):
             start, stop = 0, len(data)
             while start < stop:
                 nl = data.find(b"\n", start, stop) + 1 or stop
@@ -184,20 +201,22 @@ class _File:
         assert self.fd is not None
         return os.pread(self.fd, limit, offset)
 
-    def append(self, text: str) -> int:
-        """Append whole lines; returns the offset they start at.
+    def append(self, text: str) -> tuple[int, int]:
+        """Append whole lines; returns the offsets they start and end at.
 
         Our lines start on a line of their own: a last line without its newline (typed by hand
         with ``printf ... >>`` while the crawl runs) is ended first, or our first line would be
         glued to it and both lost. The caller holds the frontier lock, so no other process of
-        the crawl appends between the look at the last byte and the write."""
+        the crawl appends between the look at the last byte and the write. A file that ends
+        where we last read it ends with the newline of the line we read last (``pos`` is always
+        just past a newline), so only a file that grew since needs its last byte read."""
         assert self.fd is not None
         offset = os.fstat(self.fd).st_size
-        data = text.encode("utf-8")
-        if offset and os.pread(self.fd, 1, offset - 1) != b"\n":
-            data, offset = b"\n" + data, offset + 1
+        data = ours = text.encode("utf-8")
+        if offset and offset != self.pos and os.pread(self.fd, 1, offset - 1) != b"\n":
+            data, offset = b"\n" + ours, offset + 1
         safefs.write_whole(self.fd, data, self.path)
-        return offset
+        return offset, offset + len(ours)
 
     def close(self) -> None:
         if self.fd is not None:
@@ -224,8 +243,10 @@ class FileStore:
         self._claims = _File(self.folder / CLAIMS)
         self._hashes = _File(self.folder / HASHES)
         self._texts: dict[int, int] = {}   # 64 bits of a text hash -> offset of its line in hashes.txt
-        self._log_fds: dict[str, int] = {}     # open append-only logs of this process
-        self._log_pid = os.getpid()
+        self._log_fds: dict[str, tuple[int, Path]] = {}     # open append-only logs of this process
+        self._log_pid = _PID[0]
+        self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
+        self._hot_of: SeenSet | None = None   # the table they were found in
         self._track_seen = track_seen
         self.seen = SeenSet(stable=True)   # stable: it is saved in frontier.view
         self.from_view = False   # did open() load frontier.view instead of reading the files?
@@ -329,11 +350,15 @@ class FileStore:
         process may have missed a whole journal (two edits in a row), and a journal copied by
         hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
         running = self._queue.fd is not None and self._claims.fd is not None
+        # One look at each file per lock hold (a stat of its path): the edit checks, the
+        # "replaced?" checks and the reads below all use it.
+        sq, sc = self._queue.look(), self._claims.look()
         if running:
-            edit = self._queue_edit()
+            edit = self._queue_edit(sq, sc)
             if edit:
                 self._rebuild(edit)
-        if self._queue.reopen_if_replaced() | self._claims.reopen_if_replaced():
+                sq, sc = self._queue.look(), self._claims.look()   # the pair it wrote
+        if self._queue.reopen_if_replaced(sq) | self._claims.reopen_if_replaced(sc):
             self._queue.pos = 0
             self._claims.pos = 0
             keep = (self._crawled, self._hops, self._failed, self._refused, self._rechecked)
@@ -344,9 +369,9 @@ class FileStore:
             if running:
                 self._recount()
             self._read_journal(count=not running)
-        else:
-            self._read_queue()
-            self._read_journal()
+        else:   # the same files as we hold: the sizes we just saw are theirs
+            self._read_queue(size=sq.st_size)   # type: ignore[union-attr]
+            self._read_journal(size=sc.st_size)   # type: ignore[union-attr]
 
     def _recount(self) -> None:
         """The pages done, from crawled.txt and failed.txt (the journal's records that settled
@@ -356,23 +381,24 @@ class FileStore:
             self._take_outcomes(name, 0)
         self._crawled = self._hops = self._failed = 0
 
-    def _read_journal(self, count: bool = True) -> None:
-        for _off, _end, line in self._claims.read_new():
+    def _read_journal(self, count: bool = True, size: int | None = None) -> None:
+        for _off, _end, line in self._claims.read_new(size):
             try:
                 self._apply(line, count)
             except (ValueError, IndexError):
                 continue   # not a journal record (a hand edit); recovery ignores it as well
 
-    def _read_queue(self, judge: bool = True) -> None:
+    def _read_queue(self, judge: bool = True, size: int | None = None) -> None:
         """Take in the lines appended to queue.txt since the last look (ours included).
 
         This is most of a resume's start-up (a million pending lines are read once), so it works
         on whole chunks: an ASCII chunk (every line the crawler writes) is decoded once and split
-        in C; a chunk with other bytes is decoded line by line, so offsets stay exact."""
+        in C; a chunk with other bytes is decoded line by line, so offsets stay exact. ``size``:
+        queue.txt's size if known (a look, or the end of our own append), else asked."""
         seen_add, track = self.seen.add, self._track_seen
         admitted, counting = self._admitted, self.max_per_host is not None
         index, cursor = self._index, self._cursor
-        for base, data in self._queue.read_chunks():
+        for base, data in self._queue.read_chunks(size):
             ascii_ = data.isascii()
             if ascii_ and not track:   # a watcher (the parent, status) only counts lines
                 self._lines += data.count(b"\n") - self._skip_not_data(base, data)
@@ -410,16 +436,18 @@ class FileStore:
                 off = end
 
     # -- queue.txt changed by hand under the running crawl --------------------------------------------
-    def _queue_edit(self) -> str | None:
+    def _queue_edit(self, st: os.stat_result | None | bool = True,
+                    claims: os.stat_result | None | bool = True) -> str | None:
         """How queue.txt was changed by something other than the crawler, if it was: ``removed``
         (rm), ``replaced`` (sed -i, an editor: a new file) or ``cut`` (truncated, or rewritten
         in place: shorter than what we read, or no newline where our last line ended). A new
         queue.txt whose journal names its inode (``_journal_head``) is a fold or another
-        process's rebuild: the pair agrees, nothing to do."""
+        process's rebuild: the pair agrees, nothing to do. ``st``, ``claims``: what
+        ``_File.look`` just saw of queue.txt and claims.txt (by default, look now)."""
         q = self._queue
-        try:
-            st = os.stat(q.path)
-        except FileNotFoundError:
+        if st is True:
+            st = q.look()
+        if st is None:
             return "removed"
         if st.st_ino != q.ino:
             size = _journal_for(self.folder, st.st_ino)
@@ -428,7 +456,7 @@ class FileStore:
             return "cut" if st.st_size < size else None   # cut after the crawler wrote it
         if st.st_size < q.pos or (q.pos and q.read_at(q.pos - 1, 1) != b"\n"):
             return "cut"
-        if self._claims.replaced() and _journal_for(self.folder, st.st_ino) is None:
+        if self._claims.replaced(claims) and _journal_for(self.folder, st.st_ino) is None:
             return "journal"   # claims.txt removed or replaced by hand: our view of it still holds
         return None
 
@@ -585,8 +613,7 @@ class FileStore:
         """Append journal records and apply them to our own view (caller holds the lock, synced)."""
         if not records:
             return
-        self._claims.append("".join(records))
-        self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
+        _, self._claims.pos = self._claims.append("".join(records))
         for r in records:
             self._apply(r)
 
@@ -598,9 +625,23 @@ class FileStore:
 
     # -- counts ----------------------------------------------------------------------------------
     def known(self, urls: Iterable[str]) -> set[str]:
-        """The URLs among ``urls`` in this process's dedup table (the store's add checks again)."""
-        seen = self.seen
-        return {u for u in urls if u in seen}
+        """The URLs among ``urls`` in this process's dedup table (the store's add checks again).
+
+        A page's menu links are the same on every page: each costs a BLAKE2b fingerprint to look
+        up in the table, so the URLs found there lately are kept as strings too (``_hot``, at most
+        HOT_URLS; a URL never leaves a table, and a new table starts a new set)."""
+        seen, hot = self.seen, self._hot
+        if self._hot_of is not seen or len(hot) > HOT_URLS:
+            hot.clear()
+            self._hot_of = seen
+        out = set()
+        for u in urls:
+            if u in hot:
+                out.add(u)
+            elif u in seen:
+                out.add(u)
+                hot.add(u)
+        return out
 
     def counts(self) -> Counts:
         """Current numbers as this process sees them (call ``refresh`` first for fresh ones)."""
@@ -699,8 +740,7 @@ class FileStore:
                 if room and not recheck:
                     room -= 1
             if records:
-                self._claims.append("".join(records))
-                self._claims.pos = os.fstat(self._claims.fd).st_size  # type: ignore[arg-type]
+                _, self._claims.pos = self._claims.append("".join(records))
             self._idle = None
             if not taken and wait is not None:
                 self._idle = ((self._queue.pos, self._claims.pos), wait)
@@ -818,8 +858,8 @@ class FileStore:
                 append_text(self.folder / REJECTED, "".join(over))
                 self._fresh_refusals([])   # ours are in the set now
             if new:
-                self._queue.append("".join(e.line() for e in new))
-                self._read_queue()
+                _, end = self._queue.append("".join(e.line() for e in new))
+                self._read_queue(size=end)
             return new
 
     def requeue(self, entries: Iterable[QueueEntry]) -> int:
@@ -830,8 +870,8 @@ class FileStore:
                 return 0
             with self.lock:
                 self._sync()
-                self._queue.append(text)
-                self._read_queue()
+                _, end = self._queue.append(text)
+                self._read_queue(size=end)
             return text.count("\n")
         return self._guard(go)  # type: ignore[return-value]
 
@@ -848,8 +888,8 @@ class FileStore:
             if not self.seen.add(entry.url):
                 return None
             line = entry.line()
-            off = self._queue.append(line)
-            self._read_queue()
+            off, end = self._queue.append(line)
+            self._read_queue(size=end)
             host = host_key(entry.url)
             start = max(now, self._host_next.get(host, 0.0))
             nxt = f"{math.ceil((start + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
@@ -868,11 +908,11 @@ class FileStore:
             self._sync()
             if record is not None:   # crawled.txt, failed.txt and rejected.txt stay open too
                 name = {"failed": "failed", "rejected": "rejected"}.get(kind, "crawled")
-                _end_last_line(self.folder / LOGS[name])
+                self._end_log(name)
                 self._log(name, record)
             if requeue is not None:
-                self._queue.append(requeue.line())
-                self._read_queue()
+                _, end = self._queue.append(requeue.line())
+                self._read_queue(size=end)
             self._journal([f"D\t{kind}\t{claim.url}\n"])
 
     def reissue(self, owner: int) -> int:
@@ -892,8 +932,8 @@ class FileStore:
                 self._journal([f"D\t{done[u]}\t{u}\n" for u, _ in lost if done[u]])
                 lost = [(u, q) for u, q in lost if not done[u]]
             if lost:
-                self._queue.append("".join(q + "\n" for _, q in lost))
-                self._read_queue()
+                _, end = self._queue.append("".join(q + "\n" for _, q in lost))
+                self._read_queue(size=end)
                 self._journal([f"D\treissued\t{url}\n" for url, _ in lost])
             return len(lost)
 
@@ -930,9 +970,10 @@ class FileStore:
         workers and runs; each process keeps 64 bits of each hash and the line's offset."""
         def go() -> str:
             with self.lock:
-                if self._hashes.reopen_if_replaced():
-                    self._hashes.pos, self._texts = 0, {}
-                for off, _end, line in self._hashes.read_new():
+                st = self._hashes.look()
+                if self._hashes.reopen_if_replaced(st):
+                    self._hashes.pos, self._texts, st = 0, {}, None
+                for off, _end, line in self._hashes.read_new(None if st is None else st.st_size):
                     key = _hash_key(line.split("\t", 1)[0])
                     if key is not None:
                         self._texts.setdefault(key, off)
@@ -945,8 +986,7 @@ class FileStore:
                     if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
                         return fields[1].strip()
                     # a line cut by power loss, or another hash sharing these 64 bits: not a copy
-                off = self._hashes.append(f"{text_hash}\t{url}\n")
-                self._hashes.pos = off + len(text_hash) + len(url.encode("utf-8")) + 2
+                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n")
                 self._texts[key] = off
                 return url
         return self._guard(go)  # type: ignore[return-value]
@@ -964,7 +1004,7 @@ class FileStore:
         with self.lock:
             fresh = self._fresh_refusals(text.splitlines(keepends=True))
             if fresh:
-                _end_last_line(self.folder / REJECTED)
+                self._end_log(name)
                 self._log(name, "".join(fresh))
                 self._fresh_refusals([])   # ours are in the set now
 
@@ -973,22 +1013,39 @@ class FileStore:
         any process of the crawl wrote it (read incrementally, as queue.txt is; caller holds
         the lock). Cost per line: one fingerprint lookup; the file is read once per process."""
         f = self._rejects
-        if f.reopen_if_replaced():
-            self._refusals = SeenSet()
+        st = f.look()
+        if f.reopen_if_replaced(st):
+            self._refusals, st = SeenSet(), None
         add = self._refusals.add
-        for _off, end, line in f.read_new():
+        for _off, end, line in f.read_new(None if st is None else st.st_size):
             if line.endswith("\n") and is_data(line):
                 add(refusal_key(line))
         return [line for line in lines if add(refusal_key(line))]
 
     def _log(self, name: str, text: str) -> None:
-        if self._log_pid != os.getpid():   # a forked worker opens its own descriptors
-            self._log_fds, self._log_pid = {}, os.getpid()
-        fd = self._log_fds.get(name)
-        if fd is None:
+        fd, path = self._log_fd(name)
+        safefs.write_whole(fd, text.encode("utf-8"), path)
+
+    def _log_fd(self, name: str) -> tuple[int, Path]:
+        if self._log_pid != _PID[0]:   # a forked worker opens its own descriptors
+            self._log_fds, self._log_pid = {}, _PID[0]
+        out = self._log_fds.get(name)
+        if out is None:
             path = self.folder / LOGS[name]
-            fd = self._log_fds[name] = safefs.open_append(path)
-        safefs.write_whole(fd, text.encode("utf-8"), self.folder / LOGS[name])
+            # The outcome logs are opened for reading too: ``_end_log`` looks at their last byte.
+            fd = safefs.open_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) if name in ENDED else \
+                safefs.open_append(path)
+            out = self._log_fds[name] = (fd, path)
+        return out
+
+    def _end_log(self, name: str) -> None:
+        """End a last line left without its newline (a hand edit while the crawl runs), so the
+        record we append next is not glued to it; the caller holds the frontier lock. Looked at
+        through the descriptor the record is then written with (no open per record)."""
+        fd, path = self._log_fd(name)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            safefs.write_whole(fd, b"\n", path)
 
     def fold(self) -> bool:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.
