@@ -186,8 +186,12 @@ def test_a_clean_stop_in_the_middle_of_a_paste_leaves_the_rest_to_judge_next_tim
 
 def test_two_processes_judge_one_paste_between_them_and_claim_each_url_once(tmp_path: Path) -> None:
     stopped_project(tmp_path, [])
-    pasted = many(40_000)
-    paste(tmp_path, pasted)
+    lines = many(40_000)
+    for i in range(0, 40_000, 997):
+        lines[i] = "" if i % 2 else "# a comment"   # lines that are not URLs: counted as lines
+    lines[35_000] = "bad line"
+    first = paste(tmp_path, lines)
+    pasted = [u for u in lines if u.startswith("http")]
     start = pasted_from(tmp_path, KEY)
     a = FileStore(tmp_path, owner=1).open(paste_from=start)
     b = FileStore(tmp_path, owner=2).open(paste_from=start)
@@ -203,6 +207,9 @@ def test_two_processes_judge_one_paste_between_them_and_claim_each_url_once(tmp_
             break
     assert sorted(got) == sorted(pasted)
     assert a.paste_left() == b.paste_left() == 0
+    assert a.counts().pending == b.counts().pending == 0
+    bad = [r[:2] for r in rows(tmp_path / REJECTED)]   # its number, whichever process judged it
+    assert len(bad) == 1 and bad[0][1].startswith(f"queue.txt:{first + 35_000}: "), bad
 
 
 def test_a_small_paste_is_still_checked_at_start_up(tmp_path: Path) -> None:

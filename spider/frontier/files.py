@@ -592,8 +592,9 @@ class FileStore:
             if n > 1 or (p is not None and p[0] == int(off)):
                 self._spans.append((int(off), int(end)))
             if p is not None and p[0] == int(off):
+                if p[2]:   # the line number goes on by every line of the stretch, blank ones too
+                    p[2] += self._queue.read_at(int(off), int(end) - int(off)).count(b"\n")
                 p[0] = int(end)
-                p[2] = p[2] + n if p[2] else 0
                 p[3] -= n
                 if p[0] >= p[1]:
                     self._paste = None
