@@ -324,7 +324,7 @@ def _stopped_with_paste(folder: Path, lines: int) -> int:
 
 
 def intake_once(folder: Path, lines: int) -> Dict[str, float]:
-    """One round: the lazy path (open, first claim, claims until every pasted line is judged) and
+    """One round: the lazy path (open, first claim, then judging until every pasted line is done) and
     the start-up check of the same paste (recovery, what a start did before), in this process."""
     from spider.frontier.files import FileStore
     from spider.frontier.recovery import recover
@@ -335,8 +335,8 @@ def intake_once(folder: Path, lines: int) -> Dict[str, float]:
     first = store.claim(1, time.time(), lambda h: 0.0)
     t2 = time.perf_counter()
     assert first.claims and store.paste_left() > 0
-    while store.paste_left():
-        store.claim(1, time.time(), lambda h: 0.0)
+    while store.judge_paste():   # as the crawl's parent does, between its looks at the workers
+        pass
     t3 = time.perf_counter()
     _stopped_with_paste(folder, lines)
     t4 = time.perf_counter()
