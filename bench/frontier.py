@@ -9,7 +9,8 @@ For each EXTRA, in a fresh projects dir:
   2. EXTRA lines are appended to its queue.txt, each a real page with a distinct query string
      (http://127.0.0.1:PORT/p/123.html?v=K; nginx ignores the query, so each is a 20 KB page);
   3. "appended" run: `crawl NAME --max-pages 1+M --workers W --delay 0` is timed and sampled (it
-     resumes the project, takes in the hand-appended lines, and crawls M more pages);
+     resumes the project and crawls M more pages while it takes in the hand-appended lines: a
+     paste after a clean stop is judged during the crawl, spider/frontier/paste.py);
   4. "clean resume" run (unless --no-clean-resume): the same with --max-pages 1+2M, timed and
      sampled: a resume of a frontier of the same size that the crawler itself wrote at its last
      clean stop, so without the one-off cost of taking in hand-edited lines.
