@@ -182,6 +182,7 @@ def test_a_clean_stop_in_the_middle_of_a_paste_leaves_the_rest_to_judge_next_tim
     assert sorted(claimed) == sorted(good)
     bad = [r for r in rows(tmp_path / REJECTED)]
     assert len(bad) == 1 and bad[0][0] == "bad line at the end"
+    assert again.fold() and urls_in(tmp_path / QUEUE) == []   # no line of the paste left behind
 
 
 def test_two_processes_judge_one_paste_between_them_and_claim_each_url_once(tmp_path: Path) -> None:
