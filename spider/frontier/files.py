@@ -1097,6 +1097,7 @@ class FileStore:
             pos = self._queue.read_at(0, 4096).find(b"\n") + 1
         ahead, paste = self._ahead, self._paste
         if paste is not None:   # pasted lines not judged yet go last, where the next run judges them
+            paste = [max(paste[0], pos), *paste[1:]]   # (never a byte consumed already, twice)
             ahead = dict(ahead)
             ahead[paste[0]] = paste[1]
         for off in sorted(o for o in ahead if o >= pos) + [stop]:
