@@ -25,9 +25,12 @@ from spider.records import is_data
 from spider.urls import normalize
 from test_hostile import FAST, MAIN, _five_pages, crawl
 
-# The crawl's own process, with fewer pasted lines judged per step than the default.
-WITH_SMALL_STEPS = ("import os, runpy, sys; import spider.frontier.files as f; "
-                    "f.PASTE_LINES = int(os.environ['PASTE_LINES']); "
+# The crawl's own process, with fewer pasted lines judged per step than the default, and each
+# line judged a little slower (0.2 ms more), so the paste is still being judged when the run stops.
+WITH_SMALL_STEPS = (f"import os, runpy, sys, time; sys.path.insert(0, {str(Path(MAIN).parent)!r}); "
+                    "import spider.frontier.files as f, spider.frontier.paste as p; "
+                    "f.PASTE_LINES = int(os.environ['PASTE_LINES']); judge = p.judge_line; "
+                    "p.judge_line = lambda *a: (time.sleep(0.0002), judge(*a))[1]; "
                     f"runpy.run_path({MAIN!r}, run_name='__main__')")
 
 
