@@ -17,7 +17,11 @@
                                    fingerprints) ÷ known URLs; target <= 16
        bytes / pending URL         MEMORY USAGE of the hosts' pending sorted sets `mem:q:{host}`
                                    ÷ pending URLs, against the URL's mean length (target <= length
-                                   + 48) and the queue line's (the member is the whole line)
+                                   + 48) and the queue line's (a member is a block of up to 64
+                                   lines of one add; here adds of 500 URLs make full blocks, a
+                                   page's links to one host make smaller ones: the test
+                                   test_a_pending_url_costs_at_most_its_length_and_48_bytes
+                                   checks 8 links a host a page, each with its page as source)
        used_memory / known URL     INFO used_memory after - before ÷ URLs added (everything)
 5. The same crawl is joined again (`crawl mem --store ... --max-pages 600`): the worker's peak RSS
    with --known URLs against step 3's; it must not grow (the seen set is in Redis).

@@ -23,7 +23,12 @@ medians redis ÷ file (target >= 0.8), and from Redis's own INFO (deltas around 
 
 and, from one more Redis run under MONITOR (slower, not timed), the commands clients sent per page
 by name (a pipeline or MULTI/EXEC of k commands is one round trip carrying k commands, so this is
-an upper bound on round trips per page; target <= 3).
+an upper bound on round trips per page; target <= 3). A worker's page is scripts only (the claim,
+which carries the previous page's settle and log lines; one question for the page's text and
+links; the add of its new links): EVALSHA a page is its round trips, plus the lease thread's
+renewal once a second per worker. The other commands MONITOR lists are that thread's heartbeat
+and share of hosts (a few a second per worker, however many pages) and the parent's.
+tests/test_redisstore.py counts the round trips of a crawl on the connection itself.
 """
 
 from __future__ import annotations
@@ -131,7 +136,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"\nfile store  {fmed:.1f} pages/s (median of {len(files)})")
     print(f"redis store {rmed:.1f} pages/s (median of {len(reds)})")
     print(f"redis / file: {rmed / fmed:.2f} (target >= {TARGET_RATIO})")
-    print(f"Redis commands a page (scripts' inner calls included): {cmds:.2f}; EVALSHA a page: {scripts:.2f}")
+    print(f"Redis commands a page (scripts' inner calls included): {cmds:.2f}; EVALSHA a page: {scripts:.2f} "
+          f"(a worker's round trips a page, lease renewals included; target <= {TARGET_TRIPS})")
     if mon is not None:
         print(f"client commands a page (MONITOR; upper bound on round trips): {mon['client_cmds_per_page']:.2f} "
               f"(target <= {TARGET_TRIPS})")

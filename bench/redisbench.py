@@ -30,25 +30,27 @@ def free_port(addr: str = "127.0.0.1") -> int:
 
 
 class Redis:
-    """One redis-server process of the benchmark's own."""
+    """One redis-server process of the benchmark's own. ``host``, ``port`` and ``wrap`` (a
+    command prefix, ``ip netns exec NS``) run it elsewhere: bench/scaleout.py --netns."""
 
-    def __init__(self, **options: str) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, wrap: Sequence[str] = (), **options: str) -> None:
         self.options = {"save": "", "appendonly": "no", **options}
         self.folder = Path(tempfile.mkdtemp(prefix="spider-bench-redis-"))
+        self.host, self.asked_port, self.wrap = host, port, list(wrap)
         self.port = 0
         self.proc: Optional[subprocess.Popen] = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self) -> "Redis":
         binary = shutil.which("redis-server")
         if binary is None:
             raise SystemExit("redis-server is not installed (apt-get install redis-server)")
         for _ in range(5):
-            self.port = free_port()
-            args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder)]
+            self.port = self.asked_port or free_port()
+            args = [*self.wrap, binary, "--port", str(self.port), "--bind", self.host, "--dir", str(self.folder)]
             for name, value in self.options.items():
                 args += [f"--{name}", value]
             log = open(self.folder / "redis.log", "ab")
@@ -67,7 +69,7 @@ class Redis:
 
     def client(self):  # -> redis.Redis
         import redis
-        return redis.Redis(host="127.0.0.1", port=self.port, db=0, socket_timeout=60)
+        return redis.Redis(host=self.host, port=self.port, db=0, socket_timeout=60)
 
     def info(self, section: str = "all") -> Dict[str, object]:
         return self.client().info(section)

@@ -2,6 +2,7 @@
 """Scale-out of a Redis crawl: 1, 2 and 3 "machines" of 1 worker each on a site of 30 hosts.
 
     python bench/scaleout.py [--hosts 30] [--pages 600] [--delay 0.2] [--latency 0.02] [--repeat 1]
+                             [--netns]
 
 The site: 127.0.0.1 ... 127.0.0.H, one Python server per address (bench/redisbench.py SlowSite),
 each page answered after --latency seconds (robots.txt at once); every host has --per-host pages
@@ -20,12 +21,20 @@ from the server's own log (arrival time of each request):
 
     pages/s      page requests / span (first to last page request seen by the server)
     wall pages/s crawled pages (Redis's count) / wall time from machine 1's start to the last exit
+    steady       page requests / time, from the moment every machine has sent its first request
+                 (a joining machine first starts Python, its worker, and takes its share of hosts,
+                 ~2 s on a loaded 2-core machine, while the first one crawls) to the last one
     min gap      the smallest gap between two requests to one host (robots.txt included), against
                  --delay: politeness across machines
 
 then the ratios 3÷1 (target >= 2.7) and 2÷1 of the medians. The crawl is CPU-bound on this
 machine (a 20 ms page, then parsing), so the ratio says how well machines add up; with H hosts the
 politeness limit H / delay (150 pages/s for 30 hosts at 0.2 s) caps every figure.
+
+With --netns (root), each machine runs in a network namespace of its own (``ip netns exec``),
+redis-server in another and the site in a third, on 198.18.0.x addresses over veth pairs and a
+bridge (tests/netns.py's layout): the machines share no loopback; the figures are otherwise the
+same. The namespaces are deleted at the end.
 """
 
 from __future__ import annotations
@@ -52,9 +61,12 @@ NAME = "scaleout"
 TARGET_3 = 2.7
 
 
-def make_page(hosts: int, per_host: int):
+def make_page(addrs: List[str], per_host: int):
+    """Host h (1-based) is ``addrs[h - 1]``; the pages do not depend on the addresses."""
+    hosts, number = len(addrs), {a: i + 1 for i, a in enumerate(addrs)}
+
     def page(addr: str, path: str, port: int) -> Optional[bytes]:
-        h = int(addr.rsplit(".", 1)[1])
+        h = number[addr]
         if path == "/":
             i = 0
         elif path.startswith("/p/") and path.endswith(".html") and path[3:-5].isdigit():
@@ -66,7 +78,7 @@ def make_page(hosts: int, per_host: int):
         rng = random.Random(h * 100_003 + i)
         links = [f"/p/{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < per_host]
         for _ in range(8):
-            links.append(f"http://127.0.0.{rng.randint(1, hosts)}:{port}/p/{rng.randrange(1, per_host)}.html")
+            links.append(f"http://{addrs[rng.randint(1, hosts) - 1]}:{port}/p/{rng.randrange(1, per_host)}.html")
         body = "".join(f'<p>text {k} <a href="{u}">link</a></p>\n' for k, u in enumerate(links))
         return (f"<!DOCTYPE html><html><head><title>{h}/{i}</title></head><body>\n{body}"
                 f"{'lorem ipsum ' * 200}</body></html>").encode()
@@ -92,7 +104,42 @@ def under_delay(reqs, args: argparse.Namespace, port: int, fetched: Dict[str, tu
     return out
 
 
-def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite, round_no: int) -> Dict[str, object]:
+def steady_rate(reqs, pages: List[float], fetched: Dict[str, tuple], port: int, m: int) -> tuple:
+    """Page requests per second once every machine is crawling: from the moment the last of the
+    ``m`` workers sent its first request (a joining machine starts its Python, its worker and
+    takes its share of hosts while the first one crawls already) to the last page request.
+    Returns (rate, seconds from the first page request to that moment)."""
+    first: Dict[str, float] = {}
+    for t, addr, path in sorted(reqs):
+        pid = fetched.get(f"http://{addr}:{port}{path}", ("?",))[0]
+        if pid != "?":
+            first.setdefault(pid, t)
+    if len(first) < m or len(pages) < 2:
+        return 0.0, None
+    start = max(first.values())
+    after = [t for t in pages if t >= start]
+    rate = (len(after) - 1) / (max(after) - start) if len(after) > 1 and max(after) > start else 0.0
+    return round(rate, 2), round(start - min(pages), 3)
+
+
+def netns_layout(hosts: int, machines: int):
+    """--netns: tests/netns.py's layout: a namespace for Redis, one for the site (the H hosts are
+    its 198.18.0.x addresses), one per machine; this process's sockets in the hub."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from netns import Net, why_not
+    why = why_not()
+    if why:
+        raise SystemExit(f"--netns: {why}")
+    net = Net()
+    redis_ns = net.add("r")
+    site_ns = net.add("s", extra=hosts - 1)
+    machine_ns = [net.add(f"m{k + 1}") for k in range(machines)]
+    net.enter(net.hub)
+    return net, redis_ns, site_ns, machine_ns
+
+
+def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite, round_no: int,
+                 wraps: Optional[List[List[str]]] = None) -> Dict[str, object]:
     client = redis.client()
     client.flushall()
     site.clear()
@@ -106,7 +153,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     for k in range(m):
         cwd = base / f"machine{k + 1}"
         cwd.mkdir(parents=True)
-        cmd = spider_cmd("crawl", NAME, *(urls if k == 0 else []), *common)
+        cmd = (wraps[k] if wraps else []) + spider_cmd("crawl", NAME, *(urls if k == 0 else []), *common)
         if k > 0:   # join once the crawl is in Redis (its settings are saved before it starts)
             end = time.monotonic() + 30
             while not client.keys(f"{NAME}:*") and time.monotonic() < end:
@@ -133,6 +180,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     (base / "fetch.log").write_text("".join(fetch))
     fetched = {f[-1]: (f[1], float(f[4])) for f in (line.rstrip("\n").split("\t") for line in fetch)
                if len(f) >= 6 and f[4].isdigit()}   # URL -> (pid, response ms)
+    steady, all_in = steady_rate(reqs, pages, fetched, site.port, m)
     under = under_delay(reqs, args, site.port, fetched)
     unexplained = sum(1 for u in under if not u["server_lag"])
     gaps = host_gaps(reqs)
@@ -141,6 +189,7 @@ def run_machines(m: int, args: argparse.Namespace, redis: Redis, site: SlowSite,
     return {"machines": m, "round": round_no, "codes": codes, "wall_s": round(wall, 3),
             "page_requests": len(pages), "span_s": round(span, 3), "crawled": crawled,
             "pages_per_s": round(len(pages) / span, 2) if span else 0.0,
+            "steady_pages_per_s": steady, "all_in_s": all_in,
             "wall_pages_per_s": round(crawled / wall, 2) if wall else 0.0,
             "min_gap_s": round(gap, 4), "min_gap_host": where, "gaps": len(gaps), "gaps_below": below,
             "loadavg_1m": round(os.getloadavg()[0], 2), "under_delay": under, "unexplained": unexplained,
@@ -160,25 +209,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--tolerance", type=float, default=0.002,
                     help="gaps below delay - this are counted (the server's timestamps jitter by ~1 ms)")
     ap.add_argument("--spider-dir", type=Path)
+    ap.add_argument("--netns", action="store_true",
+                    help="each machine, Redis and the site in a network namespace of their own (root; 198.18.0.0/24)")
     args = ap.parse_args(argv)
-    if not 1 <= args.hosts <= 254:
-        ap.error("--hosts is 1..254 (127.0.0.1 .. 127.0.0.H)")
+    if not 1 <= args.hosts <= (240 if args.netns else 254):
+        ap.error("--hosts is 1..254 (127.0.0.1 .. 127.0.0.H), 1..240 with --netns")
     measure.set_spider_dir(args.spider_dir)
     counts = [int(x) for x in args.machines.split(",")]
-    addrs = [f"127.0.0.{i}" for i in range(1, args.hosts + 1)]
-    site = SlowSite(addrs, make_page(args.hosts, args.per_host), latency=args.latency).start()
+    net, wraps = None, None
+    if args.netns:
+        net, redis_ns, site_ns, machine_ns = netns_layout(args.hosts, max(counts))
+        wraps = [net.exec(ns) for ns in machine_ns]
+        addrs = net.addrs[site_ns]
+        with net.entered(site_ns):   # the servers' sockets in the site's namespace
+            site = SlowSite(addrs, make_page(addrs, args.per_host), latency=args.latency, port=8080).start()
+        # protected-mode no: Redis refuses other addresses than its loopback unless told; only
+        # the benchmark's namespaces can reach this one.
+        store = Redis(net.addr[redis_ns], 6379, net.exec(redis_ns), **{"protected-mode": "no"})
+    else:
+        addrs = [f"127.0.0.{i}" for i in range(1, args.hosts + 1)]
+        site = SlowSite(addrs, make_page(addrs, args.per_host), latency=args.latency).start()
+        store = Redis()
     results: List[Dict[str, object]] = []
     try:
-        with Redis() as redis:
+        with store as redis:
             print(f"site: {args.hosts} hosts x {args.per_host} pages on port {site.port}, {args.latency * 1000:.0f} ms "
-                  f"a page; redis on {redis.port}; --delay {args.delay}, --max-pages {args.pages}", flush=True)
+                  f"a page; redis at {redis.url}; --delay {args.delay}, --max-pages {args.pages}", flush=True)
             for r in range(1, args.repeat + 1):
                 for m in counts:
-                    res = run_machines(m, args, redis, site, r)
+                    res = run_machines(m, args, redis, site, r, wraps)
                     results.append(res)
                     print(f"  round {r}, {m} machine(s): {res['pages_per_s']} pages/s (server span "
                           f"{res['span_s']} s, {res['page_requests']} page requests), wall {res['wall_s']} s "
-                          f"= {res['wall_pages_per_s']} pages/s, min gap {res['min_gap_s']} s "
+                          f"= {res['wall_pages_per_s']} pages/s, {res['steady_pages_per_s']} pages/s once all "
+                          f"crawl ({res['all_in_s']} s in), min gap {res['min_gap_s']} s "
                           f"({res['min_gap_host']}; {res['gaps_below']} of {res['gaps']} gaps below delay - tolerance), "
                           f"load {res['loadavg_1m']}, exit {res['codes']}", flush=True)
                     for u in res["under_delay"]:
@@ -188,24 +252,29 @@ def main(argv: Optional[List[str]] = None) -> int:
                               flush=True)
     finally:
         site.stop()
+        if net is not None:
+            net.close()
     med = {m: statistics.median(r["pages_per_s"] for r in results if r["machines"] == m) for m in counts}
+    smed = {m: statistics.median(r["steady_pages_per_s"] for r in results if r["machines"] == m) for m in counts}
     wmed = {m: statistics.median(r["wall_pages_per_s"] for r in results if r["machines"] == m) for m in counts}
     gap = min(r["min_gap_s"] for r in results)
     below = sum(r["gaps_below"] for r in results)
     unexplained = sum(r["unexplained"] for r in results)
-    print(f"\n{'machines':>8} {'pages/s':>8} {'wall pages/s':>13}")
+    print(f"\n{'machines':>8} {'pages/s':>8} {'wall pages/s':>13} {'steady pages/s':>15}")
     for m in counts:
-        print(f"{m:>8} {med[m]:>8.1f} {wmed[m]:>13.1f}")
+        print(f"{m:>8} {med[m]:>8.1f} {wmed[m]:>13.1f} {smed[m]:>15.1f}")
     summary: Dict[str, object] = {"bench": "scaleout", "gaps_below": below, "unexplained": unexplained, "hosts": args.hosts, "delay": args.delay,
                                   "latency": args.latency, "pages": args.pages, "runs": results,
-                                  "median_pages_per_s": med, "min_gap_s": gap,
+                                  "median_pages_per_s": med, "median_steady_pages_per_s": smed, "min_gap_s": gap,
                                   "politeness_limit": args.hosts / args.delay}
     for m in counts:
         if m != 1 and 1 in med and med[1]:
             ratio = med[m] / med[1]
             summary[f"ratio_{m}_1"] = round(ratio, 3)
             target = f" (target >= {TARGET_3})" if m == 3 else ""
-            print(f"pages/s {m} / 1 machine: {ratio:.2f}{target}; wall-time figure {wmed[m] / wmed[1]:.2f}")
+            summary[f"steady_ratio_{m}_1"] = round(smed[m] / smed[1], 3) if smed[1] else None
+            print(f"pages/s {m} / 1 machine: {ratio:.2f}{target}; wall-time figure {wmed[m] / wmed[1]:.2f}; "
+                  f"once all machines crawl {smed[m] / smed[1] if smed[1] else 0:.2f}")
     print(f"smallest per-host gap seen by the server: {gap:.4f} s against --delay {args.delay} "
           f"({below} gaps below {args.delay - args.tolerance:.3f} s in all runs, {unexplained} of them not "
           f"covered by the server's own lag); politeness limit "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Container, Iterable
 
 from . import safefs
 from .records import QueueEntry, data_fields, is_data
@@ -79,23 +79,12 @@ def requeue_failed(folder: Path) -> int:
 
     folder = Path(folder)
     crawled = {f[0].strip() for f in data_fields(folder / CRAWLED)}
-    queued: dict[str, QueueEntry] = {}
-    kept: list[str] = []
     try:
         with open(folder / FAILED, encoding="utf-8", errors="replace", newline="") as f:
             lines = f.readlines()
     except FileNotFoundError:
         return 0
-    for line in lines:
-        fields = line.rstrip("\r\n").split("\t")
-        url = fields[0].strip().removeprefix("\ufeff")
-        if not (is_data(line) and line.endswith("\n") and url.startswith(("http://", "https://"))
-                and url not in crawled):
-            kept.append(line)   # header, comments, a torn last line: recovery's business
-            continue
-        depth = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0
-        source = fields[6].strip() if len(fields) > 6 and fields[6].strip() else "-"
-        queued.setdefault(url, QueueEntry(url, depth, 0, 0.0, source))
+    queued, kept = split_failed(lines, crawled)
     if not queued:
         return 0
     _end_last_line(folder / QUEUE)
@@ -107,3 +96,22 @@ def requeue_failed(folder: Path) -> int:
         os.close(fd)
     safefs.atomic_write(folder / FAILED, "".join(kept) or HEADERS[FAILED])
     return len(queued)
+
+
+def split_failed(lines: Iterable[str], crawled: Container[str]) -> tuple[dict[str, QueueEntry], list[str]]:
+    """``recrawl --failed``'s split of failed.txt's lines (as a file or a Redis log holds them):
+    the queue line of each failed URL (its depth, no attempts spent, its source page), and the
+    lines kept (header, comments, a torn last line, a URL also crawled)."""
+    queued: dict[str, QueueEntry] = {}
+    kept: list[str] = []
+    for line in lines:
+        fields = line.rstrip("\r\n").split("\t")
+        url = fields[0].strip().removeprefix("\ufeff")
+        if not (is_data(line) and line.endswith("\n") and url.startswith(("http://", "https://"))
+                and url not in crawled):
+            kept.append(line)   # header, comments, a torn last line: recovery's business
+            continue
+        depth = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else 0
+        source = fields[6].strip() if len(fields) > 6 and fields[6].strip() else "-"
+        queued.setdefault(url, QueueEntry(url, depth, 0, 0.0, source))
+    return queued, kept

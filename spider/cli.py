@@ -24,6 +24,8 @@ from . import safefs
 from .frontier.contract import StoreError
 from .urls import normalize
 
+LEASE = 60.0   # --lease's default: seconds a host stays leased without a sign of life from its holder
+
 
 def _projects_dir(ctx: click.Context, param: click.Parameter, value: str) -> Path:
     # Path("") is Path("."): an empty --projects-dir put the project in the current folder
@@ -71,13 +73,6 @@ def _range(field: str) -> str:
 store_option = click.option(
     "--store", metavar="URL", help="The crawl's frontier is in Redis at redis://HOST:PORT/DB, shared by "
     "every machine that runs the same command (default: the project folder's files).")
-
-
-def not_on_store(command: str, store: str | None) -> None:
-    """One clear line for a command that does not work on a Redis crawl yet."""
-    if store:
-        raise click.ClickException(f"{command} is not supported with --store yet "
-                                   "(crawl, status, export and report are)")
 
 
 def project_folder(projects_dir: Path, name: str) -> Path:
@@ -209,6 +204,10 @@ CRAWL_OPTIONS = [
                  help="... and at least this often.  [default: 2592000 (30 days)]"),
     click.option("--warc/--no-warc", default=None,
                  help="Keep every response as received in warc/*.warc.gz (WARC 1.1).  [default: off]"),
+    click.option("--requisites/--no-requisites", default=None,
+                 help="Also fetch the images, stylesheets, scripts, fonts and icons of in-scope pages (wget -p).  [default: off]"),
+    click.option("--check-requisites/--no-check-requisites", default=None,
+                 help="Find requisites as --requisites does, but only check them (HEAD, else GET without keeping the body).  [default: off]"),
     click.option("--sitemaps", "use_sitemaps", is_flag=True, default=False,
                  help="This run: first queue the URLs of the in-scope hosts' sitemaps (not saved)."),
     click.option("--discover", multiple=True, metavar="REGEX",
@@ -236,7 +235,7 @@ def crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, store: str
     machine (START_URLs optional) joins the crawl with that machine's --workers.
     """
     if store:
-        _crawl_on_store(name, start_urls, projects_dir, options, store, 60.0 if lease is None else lease)
+        _crawl_on_store(name, start_urls, projects_dir, options, store, LEASE if lease is None else lease)
     elif lease is not None:
         raise click.UsageError("--lease is for a crawl on Redis (--store URL)")
     else:
@@ -257,13 +256,16 @@ def recrawl(name: str, everything: bool, failed: bool, projects_dir: Path, store
     """Fetch again the crawled pages of NAME that are due (or --all), with conditional requests.
 
     Same workers, politeness and options as crawl. A 304 costs no parse; a changed page's new
-    links are crawled too; 404/410 marks a page removed (removed.txt). See checks.txt."""
-    not_on_store("recrawl", store)
+    links are crawled too; 404/410 marks a page removed (removed.txt). See checks.txt.
+
+    With --store: the crawl in Redis, with this machine's workers (others running it help)."""
+    recheck = "all" if everything else None if failed else "due"
+    if store:
+        _crawl_on_store(name, (), projects_dir, options, store, LEASE, recheck=recheck, refetch_failed=failed)
     folder = project_folder(projects_dir, name)
     if not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
-    _crawl(name, (), projects_dir, options, recheck="all" if everything else None if failed else "due",
-           refetch_failed=failed)
+    _crawl(name, (), projects_dir, options, recheck=recheck, refetch_failed=failed)
 
 
 @main.command()
@@ -271,8 +273,11 @@ def recrawl(name: str, everything: bool, failed: bool, projects_dir: Path, store
 @projects_dir_option
 @store_option
 def seed(name: str, projects_dir: Path, store: str | None) -> None:
-    """Queue the URLs of NAME's in-scope sitemaps (robots.txt Sitemap: lines, else /sitemap.xml)."""
-    not_on_store("seed", store)
+    """Queue the URLs of NAME's in-scope sitemaps (robots.txt Sitemap: lines, else /sitemap.xml).
+
+    With --store: into the crawl NAME in Redis."""
+    if store:
+        _crawl_on_store(name, (), projects_dir, {}, store, LEASE, seed_only=True)
     folder = project_folder(projects_dir, name)
     if not (folder / settings.SETTINGS).exists():
         raise click.ClickException(f"no project named {name!r} in {projects_dir}")
@@ -383,27 +388,32 @@ def _crawl(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: 
 
 
 def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, options: dict[str, Any],
-                    url: str, lease: float) -> None:
-    """Start or join the crawl NAME whose frontier is in Redis at ``url`` (spider/cluster.py)."""
+                    url: str, lease: float, recheck: str | None = None, refetch_failed: bool = False,
+                    seed_only: bool = False) -> None:
+    """Start or join the crawl NAME whose frontier is in Redis at ``url`` (spider/cluster.py);
+    ``recheck``/``refetch_failed``: a recrawl; ``seed_only``: the seed command."""
     from .cluster import ClusterCrawl, ClusterStore
+    from .crawl import order_of
 
     folder = project_folder(projects_dir, name)
     seeds = parse_start_urls(start_urls)
-    if options.pop("use_sitemaps", False) or options.get("discover"):
-        raise click.ClickException("--sitemaps and --discover are not supported with --store yet")
+    sitemaps = bool(options.pop("use_sitemaps", False))
     try:
         store = ClusterStore.connect(url, name, folder)
         saved = store.saved_settings()
+        if saved is None and (recheck or refetch_failed or seed_only):
+            raise click.ClickException(f"no crawl named {name!r} in Redis at {url}")
         if saved is None and not seeds:
             raise click.UsageError(f"no crawl named {name!r} in Redis at {url}: "
                                    "give at least one START_URL to start it")
         config = _config(folder, seeds, options, saved or {})
         store.max_pages, store.max_per_host = config.max_pages, config.max_pages_per_host
-        from .crawl import order_of
         store.order = order_of(config)
+        store.discover(config)
         store.save_settings(config)
         folder.mkdir(parents=True, exist_ok=True)
-        code = ClusterCrawl(folder, config, store, seeds=seeds, lease=lease).run()
+        code = ClusterCrawl(folder, config, store, seeds=seeds, lease=lease, recheck=recheck, sitemaps=sitemaps,
+                            refetch_failed=refetch_failed).run(seed_only=seed_only)
     except (CrawlError, StoreError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:
@@ -465,8 +475,8 @@ def status(name: str, projects_dir: Path, store: str | None) -> None:
 def report(name: str, output: Path | None, projects_dir: Path, store: str | None) -> None:
     """Write a self-contained HTML report of a crawl (charts as inline SVG) and print its path.
 
-    With --store: the crawl in Redis (no charts over time: a Redis crawl keeps no stats.txt);
-    the page goes to projects/NAME/report.html on this machine unless --output says where."""
+    With --store: the crawl in Redis; the page goes to projects/NAME/report.html on this
+    machine unless --output says where."""
     from .report import write_report
 
     folder = project_folder(projects_dir, name)

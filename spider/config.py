@@ -60,6 +60,8 @@ class CrawlConfig:
     recrawl_min: float = 3600.0    # a page is checked at most this often (seconds) ...
     recrawl_max: float = 30 * 86400.0   # ... and at least this often
     warc: bool = False             # keep every response as received in warc/*.warc.gz
+    requisites: bool = False       # also fetch the images, stylesheets, scripts, ... of pages (wget -p)
+    check_requisites: bool = False # find them as --requisites does, but only check them (HEAD)
     discover: tuple[str, ...] = () # this run only: fetch seeds and URLs matching these (not saved)
     demo: bool = False
 
@@ -147,6 +149,13 @@ def parse(name: str, raw: str, *, saved: bool = False) -> Any:
         if low not in _TRUE + _FALSE:
             raise ValueError(f"{name} must be true or false, not {raw!r}")
         return low in _TRUE
+    if name == "seeds" and saved:
+        # A seed saved by an older version in an older spelling (RFC 3986 before the WHATWG
+        # rules) is the same seed: take it in today's spelling instead of refusing the project.
+        try:
+            raw = normalize(raw)
+        except ValueError as e:
+            raise ValueError(f"bad seed {raw!r}: {e}") from None
     check_value(name, raw)
     return raw
 

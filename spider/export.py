@@ -24,8 +24,9 @@ fields ``FIELDS``, in that order:
 | outlinks       | crawled.txt (11-field lines), same source: links taken from the page      |
 | state          | ``crawled``, ``failed``, ``removed`` or ``inactive`` (see below)          |
 | referrers      | for a failed URL, the pages linking to it (``broken.referrers``: links.txt,|
-|                | else failed.txt's source): a JSON list, space-separated in CSV; null for   |
-|                | other records                                                             |
+|                | else failed.txt's source): a JSON list, space-separated in CSV; for a      |
+|                | crawled file that is not HTML (a requisite, a PDF), the pages of links.txt |
+|                | linking to it when there are any; null for other records                  |
 
 A field written ``-`` (or left empty) in a file is null in JSONL and an empty cell in CSV;
 ``status``, ``bytes``, ``depth`` and ``outlinks`` are JSON integers. Text goes out as the files
@@ -81,6 +82,7 @@ runs (and appends) is consistent: each URL once, as of that moment.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -88,7 +90,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
 from .broken import referrers
-from .records import safe_text
+from .records import HTML_TYPES, safe_text
 from .recrawl import BODY_FIELDS
 from .frontier.seen import SeenSet
 
@@ -415,7 +417,12 @@ def _records(folder: Path, skipped: Skipped) -> Iterator[dict]:
     sizes = tuple(_size(folder / name) for name, _ in _SOURCES)
     repeated = _repeated_urls(folder, sizes)
     winners = _winners(folder, sizes, repeated) if repeated else {}
-    refs = referrers(folder, (line.split("\t", 1)[0].strip() for _, line in _lines(folder / FAILED, sizes[1])))
+    # the pages linking to each failed URL, and to each crawled file that is not an HTML page (an
+    # image or a stylesheet of --requisites, a PDF): where a broken or needed file is used
+    files = {f[0].strip() for f in (line.split("\t", 3) for _, line in _lines(folder / CRAWLED, sizes[0]))
+             if len(f) > 2 and f[1].startswith("2") and f[2].split(";")[0].strip() not in HTML_TYPES}
+    refs = referrers(folder, itertools.chain(
+        (line.split("\t", 1)[0].strip() for _, line in _lines(folder / FAILED, sizes[1])), files))
     for idx, (name, parse) in enumerate(_SOURCES):
         for no, line in _lines(folder / name, sizes[idx]):
             try:
@@ -426,7 +433,7 @@ def _records(folder: Path, skipped: Skipped) -> Iterator[dict]:
             url = rec["url"]
             if winners and winners.get(url, (idx, no)) != (idx, no):
                 continue
-            if refs.get(url) and rec["state"] == "failed":
+            if refs.get(url) and (rec["state"] == "failed" or url in files):
                 rec["referrers"] = refs[url]
             yield _apply(rec, checks.get(url), removed.get(url))
 

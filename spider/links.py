@@ -30,7 +30,8 @@ from typing import Iterable
 
 from lxml import etree
 
-__all__ = ["Link", "ParsedPage", "LinkFinder"]
+__all__ = ["Link", "ParsedPage", "LinkFinder", "css_urls", "header_links", "refresh_target", "srcset_urls",
+           "stylesheet_urls"]
 
 # HTML's "ASCII whitespace" (no VT, no Unicode spaces): what browsers trim from URLs.
 _HTML_WS = " \t\n\f\r"
@@ -101,7 +102,19 @@ _REJECTED_CODECS = frozenset(
 _ROBOTS_SPLIT_RE = re.compile(r"[\s,]+")
 
 # Tags the single pass over the tree cares about.
-_WANTED_TAGS = ("a", "area", "base", "link", "meta", "title")
+_WANTED_TAGS = ("a", "area", "base", "link", "meta", "title", "iframe", "frame")
+# ... and with page requisites wanted (``LinkFinder(requisites=True)``, wget -p): what a browser
+# loads to show the page. <link> rels are below; <style> text and style attributes give url()s.
+_REQUISITE_TAGS = _WANTED_TAGS + ("img", "script", "video", "audio", "source", "track", "embed",
+                                  "object", "input", "style")
+# <link rel=...> values naming another page (followed like <a href>). rel=canonical is read apart
+# (the page is a variant of that one); rel=search, dns-prefetch, preconnect and the like are not pages.
+PAGE_RELS = frozenset({"alternate", "next", "prev", "previous", "first", "last", "up", "index",
+                       "contents", "start", "help", "author", "license", "copyright"})
+# <link rel=...> values naming a requisite: what the page needs to be shown.
+REQUISITE_RELS = frozenset({"stylesheet", "icon", "shortcut", "apple-touch-icon",
+                            "apple-touch-icon-precomposed", "mask-icon", "preload", "modulepreload",
+                            "manifest"})
 # Subtrees whose text is not visible page text (<title> is hashed separately,
 # first, so extra <title>s, e.g. SVG tooltips, are dropped too).
 _INVISIBLE_TAGS = ("script", "style", "noscript", "template", "title")
@@ -137,7 +150,9 @@ def _parser() -> etree.HTMLParser:
 
 @dataclass(frozen=True)
 class Link:
-    """One ``<a href>`` / ``<area href>``, value as written in the page."""
+    """One link to a page, value as written in the page: ``<a href>``, ``<area href>``,
+    ``<iframe src>``, ``<frame src>``, a ``<meta http-equiv=refresh>`` target or a
+    ``<link href>`` whose rel names a page (``PAGE_RELS``)."""
 
     href: str
     nofollow: bool
@@ -155,7 +170,8 @@ class ParsedPage:
     meta_noindex: bool = False
     text_hash: str | None = None
     truncated: bool = False
-    dropped: int = 0   # links past max_links, not in ``links``
+    dropped: int = 0   # links (and requisites) past max_links, not in ``links`` (``requisites``)
+    requisites: list[str] = field(default_factory=list)   # with requisites=True: raw URLs, in order
 
 
 def _codec_for(label: str | bytes | None, *, from_document: bool) -> str | None:
@@ -287,12 +303,14 @@ def _hit_depth_limit(parser: etree.HTMLParser) -> bool:
 class LinkFinder:
     """Parse one page's HTML and report its raw links and page-level facts."""
 
-    def __init__(self, page_url: str, max_links: int = 5000, *, text_hash: bool = True) -> None:
+    def __init__(self, page_url: str, max_links: int = 5000, *, text_hash: bool = True,
+                 requisites: bool = False) -> None:
         if max_links < 0:
             raise ValueError("max_links must be >= 0")
         self.page_url = page_url  # kept for callers/logging; nothing is resolved here
         self.max_links = max_links
         self._want_hash = text_hash   # the text hash costs ~20% of a parse; skip it when unused
+        self._want_requisites = requisites   # more tags to visit: only when asked for
 
     def find_links(self, body: bytes, charset: str | None = None) -> list[str]:
         """Just the raw hrefs, in document order (the classic tutorial API)."""
@@ -334,11 +352,13 @@ class LinkFinder:
         canonical: str | None = None
         title_el: etree._Element | None = None
         meta_nofollow = meta_noindex = False
+        want_requisites = self._want_requisites
+        requisites: list[str] = []
 
-        for el in root.iter(*_WANTED_TAGS):
+        for el in root.iter(*(_REQUISITE_TAGS if want_requisites else _WANTED_TAGS)):
             tag = el.tag
-            if tag == "a" or tag == "area":
-                href = el.get("href")
+            if tag == "a" or tag == "area" or tag == "iframe" or tag == "frame":
+                href = el.get("href" if tag == "a" or tag == "area" else "src")
                 if href is None:
                     continue
                 n_links += 1
@@ -347,13 +367,28 @@ class LinkFinder:
                         Link(href.strip(_HTML_WS), "nofollow" in _tokens(el.get("rel")))
                     )
             elif tag == "link":
-                if canonical is None:
-                    href = el.get("href")
-                    if href is not None and "canonical" in _tokens(el.get("rel")):
-                        canonical = href.strip(_HTML_WS)
+                href = el.get("href")
+                if href is None:
+                    continue
+                rels = _tokens(el.get("rel"))
+                if canonical is None and "canonical" in rels:
+                    canonical = href.strip(_HTML_WS)
+                elif want_requisites and not REQUISITE_RELS.isdisjoint(rels):
+                    requisites.append(href.strip(_HTML_WS))
+                elif not PAGE_RELS.isdisjoint(rels) and "stylesheet" not in rels:   # not "alternate stylesheet"
+                    n_links += 1
+                    if n_links <= max_links:
+                        links.append(Link(href.strip(_HTML_WS), "nofollow" in rels))
             elif tag == "meta":
                 name = el.get("name")
-                if name is not None and name.strip(_HTML_WS).lower() == "robots":
+                equiv = el.get("http-equiv")
+                if equiv is not None and equiv.strip(_HTML_WS).lower() == "refresh":
+                    target = refresh_target(el.get("content") or "")
+                    if target is not None:
+                        n_links += 1
+                        if n_links <= max_links:
+                            links.append(Link(target, False))
+                elif name is not None and name.strip(_HTML_WS).lower() == "robots":
                     directives = _ROBOTS_SPLIT_RE.split((el.get("content") or "").lower())
                     if "none" in directives:
                         meta_nofollow = meta_noindex = True
@@ -369,6 +404,11 @@ class LinkFinder:
             elif tag == "title":
                 if title_el is None:
                     title_el = el
+            else:
+                _element_requisites(el, requisites)
+        if want_requisites:
+            for style in root.xpath("//@style"):
+                requisites.extend(css_urls(str(style)))
 
         title = _fold("".join(title_el.itertext())) if title_el is not None else None
         return ParsedPage(
@@ -379,8 +419,11 @@ class LinkFinder:
             meta_nofollow=meta_nofollow,
             meta_noindex=meta_noindex,
             text_hash=self._text_hash(root, title) if self._want_hash else None,
-            truncated=n_links > max_links,
-            dropped=max(0, n_links - max_links),
+            truncated=n_links > max_links or len(requisites) > max_links,
+            # requisites are capped apart (a page of a million <img> is as hostile as one of
+            # a million <a>); the cut ones are counted with the links
+            dropped=max(0, n_links - max_links) + max(0, len(requisites) - max_links),
+            requisites=requisites[:max_links],
         )
 
     @staticmethod
@@ -403,3 +446,146 @@ class LinkFinder:
         if not text:
             return None
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+# ------------------------------------------------------------------------------- more link sources
+
+# The attributes of the requisite tags that name a file the page loads.
+_REQUISITE_ATTRS: dict[str, tuple[str, ...]] = {
+    "img": ("src",), "script": ("src",), "video": ("src", "poster"), "audio": ("src",),
+    "source": ("src",), "track": ("src",), "embed": ("src",), "object": ("data",),
+}
+
+
+def _element_requisites(el: etree._Element, out: list[str]) -> None:
+    """Append the requisites one element names (``_REQUISITE_TAGS`` other than <a>, <link>, ...)."""
+    tag = el.tag
+    if tag == "style":
+        out.extend(css_urls("".join(el.itertext())))
+        return
+    if tag == "input":
+        if (el.get("type") or "").strip(_HTML_WS).lower() != "image":
+            return
+        attrs: tuple[str, ...] = ("src",)
+    else:
+        attrs = _REQUISITE_ATTRS.get(tag, ())
+    for name in attrs:
+        value = el.get(name)
+        if value is not None and value.strip(_HTML_WS):
+            out.append(value.strip(_HTML_WS))
+    if tag == "img" or tag == "source":
+        out.extend(srcset_urls(el.get("srcset") or ""))
+
+
+_REFRESH_RE = re.compile(r"""\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)""", re.IGNORECASE | re.DOTALL)
+
+
+def refresh_target(value: str) -> str | None:
+    """The URL of a ``<meta http-equiv=refresh content=...>`` or ``Refresh:`` header value, as
+    written (HTML's "shared declarative refresh steps", simplified): None when it only reloads.
+
+    >>> refresh_target("5; url=/next.html")
+    '/next.html'
+    >>> refresh_target("0;URL='http://example.com/'")
+    'http://example.com/'
+    >>> refresh_target("30") is None
+    True
+    """
+    m = _REFRESH_RE.match(value)
+    target = m.group(1).strip(_HTML_WS) if m else ""
+    if target[:1] in ("'", '"'):
+        quote, target = target[0], target[1:]
+        target = target.split(quote, 1)[0]
+    target = target.strip(_HTML_WS)
+    return target or None
+
+
+def srcset_urls(value: str) -> list[str]:
+    """The URLs of a ``srcset`` attribute (HTML's candidate list: a URL, then descriptors up to a
+    comma; a URL ending in commas has none).
+
+    >>> srcset_urls("a.png 1x, b.png 2x,c.png")
+    ['a.png', 'b.png', 'c.png']
+    """
+    out = []
+    i, n = 0, len(value)
+    while i < n:
+        while i < n and (value[i] in _HTML_WS or value[i] == ","):
+            i += 1
+        start = i
+        while i < n and value[i] not in _HTML_WS:
+            i += 1
+        url = value[start:i]
+        if not url:
+            break
+        if url.endswith(","):
+            out.append(url.rstrip(","))
+            continue
+        out.append(url)
+        depth = 0   # descriptors, up to a comma outside parentheses
+        while i < n and not (value[i] == "," and depth == 0):
+            depth += {"(": 1, ")": -1}.get(value[i], 0)
+            i += 1
+    return [u for u in out if u]
+
+
+# Linear on hostile input: an unquoted URL may not hold "(" (``url(url(url(...`` stops at once)
+# and is never empty (so backing off ``url(   ...`` fails at each space instead of rescanning).
+_CSS_URL_RE = re.compile(
+    r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^()\s"']+))\s*\)|@import\s+(?:"([^"]*)"|'([^']*)')""",
+    re.IGNORECASE)
+_CSS_COMMENT_RE = re.compile(r"/\*.*?(?:\*/|$)", re.DOTALL)
+
+
+def css_urls(text: str) -> list[str]:
+    """The ``url(...)`` and ``@import "..."`` targets of CSS text (a stylesheet, a <style>
+    element, a style attribute), as written, comments skipped, ``data:`` URLs dropped.
+
+    >>> css_urls('@import "base.css"; body { background: url( "bg.png" ) } /* url(x.png) */')
+    ['base.css', 'bg.png']
+    """
+    if "url(" not in text.lower() and "@import" not in text.lower():
+        return []
+    text = _CSS_COMMENT_RE.sub(" ", text)
+    out = []
+    for m in _CSS_URL_RE.finditer(text):
+        value = next((g for g in m.groups() if g is not None), "").strip(_HTML_WS)
+        if value and not value[:5].lower() == "data:":
+            out.append(value)
+    return out
+
+
+def stylesheet_urls(body: bytes, charset: str | None = None) -> list[str]:
+    """The ``url(...)`` and ``@import`` targets of a fetched stylesheet (BOM > HTTP charset >
+    UTF-8, undecodable bytes replaced: URLs are ASCII in practice; never raises)."""
+    return css_urls(_decode(body, charset))
+
+
+_LINK_VALUE_RE = re.compile(r"<([^>]*)>([^<]*)")
+_REL_PARAM_RE = re.compile(r"""(?:^|;)\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))""", re.IGNORECASE)
+
+
+def header_links(link: str | None, refresh: str | None) -> tuple[list[str], list[str]]:
+    """The pages and the requisites named by a response's ``Link`` (RFC 8288) and ``Refresh``
+    headers: ``Link`` targets whose rel is in ``PAGE_RELS`` or is ``canonical`` are pages, those
+    whose rel is in ``REQUISITE_RELS`` requisites; the ``Refresh`` target is a page.
+
+    >>> header_links('<http://a/2>; rel="next", </s.css>; rel=preload; as=style', "0; url=/x")
+    (['http://a/2', '/x'], ['/s.css'])
+    """
+    pages: list[str] = []
+    requisites: list[str] = []
+    for m in _LINK_VALUE_RE.finditer(link or ""):
+        rel = _REL_PARAM_RE.search(m.group(2))
+        rels = _tokens(rel.group(1) or rel.group(2)) if rel else []
+        target = m.group(1).strip(_HTML_WS)
+        if not target:
+            continue
+        if "canonical" in rels or not PAGE_RELS.isdisjoint(rels):
+            pages.append(target)
+        elif not REQUISITE_RELS.isdisjoint(rels):
+            requisites.append(target)
+    target = refresh_target(refresh) if refresh else None
+    if target is not None:
+        pages.append(target)
+    return pages, requisites

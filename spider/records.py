@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+HTML_TYPES = ("text/html", "application/xhtml+xml")   # media types parsed as HTML pages
+
 QUEUE_HEADER = "# url\tdepth\tattempts\tnot_before\tsource\t[kind]\n"
-KINDS = ("-", "recheck")
+REQUISITE = "requisite"   # queue kind of a page requisite (--requisites): fetched, never parsed for links
+KINDS = ("-", "recheck", REQUISITE)
 CRAWLED_HEADER = ("# url\tstatus\tcontent_type\tbytes\tdepth\tfetched_at\tfinal_url"
                   "\tcontent_hash\tcanonical\toutlinks\ttitle\n")
 MAX_TITLE = 300   # characters of a page title kept in crawled.txt
@@ -98,7 +101,8 @@ class QueueEntry:
     attempts: int = 0
     not_before: float = 0.0
     source: str = "-"
-    kind: str = "-"     # "-" a URL to crawl; "recheck" a crawled page to fetch again (recrawl)
+    kind: str = "-"     # "-" a URL to crawl; "recheck" a crawled page to fetch again (recrawl);
+                        # "requisite" an image, stylesheet, ... of a page (--requisites)
 
     def line(self) -> str:
         nb = f"{self.not_before:.3f}" if self.not_before else "0"

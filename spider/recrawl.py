@@ -29,13 +29,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from .records import MAX_TITLE, clean, data_fields, first_field, is_data, is_redirect_hop, utc_stamp
 from .frontier.seen import SeenSet
 from .safefs import append_text, atomic_write
 
 SCHEDULE, CHECKS, REMOVED, LASTMOD = "schedule.txt", "checks.txt", "removed.txt", "lastmod.txt"
+# lastmod.txt's mtime is when its lines were read, at the latest (``read_lastmod``); where the
+# lines are kept in Redis (a crawl on --store), a comment line ``LASTMOD_READ UNIX`` says it.
+LASTMOD_READ = "# sitemaps read at"
 SCHEDULE_HEADER = ("# url\tetag\tlast_modified\tinterval_s\tdue_unix\tchecks\tchanges\tchecked_at"
                    "\tcontent_hash\n")
 CHECKS_HEADER = ("# url\tstatus\tresult\tchecked_at\tcontent_hash"
@@ -159,9 +162,15 @@ def read_schedule(folder: Path) -> dict[str, Page]:
 
 def _read_schedule(folder: Path) -> tuple[dict[str, Page], int]:
     """``read_schedule``, and how many data lines the file has."""
+    return schedule_of(data_fields(Path(folder) / SCHEDULE))
+
+
+def schedule_of(rows: Iterable[list[str]]) -> tuple[dict[str, Page], int]:
+    """schedule.txt's split data lines (from the file, or from Redis for a crawl on ``--store``)
+    as url -> latest Page, and how many lines there were."""
     out: dict[str, Page] = {}
     lines = 0
-    for f in data_fields(Path(folder) / SCHEDULE):
+    for f in rows:
         lines += 1
         page = parse_schedule_line(f)
         if page is not None:
@@ -222,6 +231,18 @@ def read_lastmod(folder: Path, now: float | None = None) -> dict[str, float]:
             if t is not None:
                 out[f[0]] = cap_lastmod(t, read_at)
     return out
+
+
+def lastmod_read_at(lines: Iterable[str]) -> float | None:
+    """The time the last ``LASTMOD_READ`` comment line of the lastmod log says, if any."""
+    when = None
+    for line in lines:
+        if line.startswith(LASTMOD_READ + " "):
+            try:
+                when = float(line.split()[-1])
+            except ValueError:
+                pass
+    return when
 
 
 def listed_urls(folder: Path) -> SeenSet:

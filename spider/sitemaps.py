@@ -508,7 +508,10 @@ class _Seeder:
         self.refused_once = SeenSet()
         self.files = 0   # sitemap files requested
         folder = getattr(store, "folder", None)
-        self.lastmod_path = Path(folder) / LASTMOD if folder is not None else None
+        # A store that keeps its logs itself (Redis: a crawl on --store) gets the lines; the
+        # file store's lastmod.txt is written here, as no process of the crawl appends to it.
+        in_store = getattr(store, "logs_in_store", False)
+        self.lastmod_path = Path(folder) / LASTMOD if folder is not None and not in_store else None
 
     # -- reporting ---------------------------------------------------------------------------------
     def problem(self, url: str, message: str) -> None:
@@ -782,6 +785,9 @@ def seed_from_sitemaps(store: Store, config: CrawlConfig, fetcher: Fetcher | Non
     """
     own = fetcher is None
     fetcher = fetcher or Fetcher(config)
+    shared = getattr(store, "robots_cache", None)   # Redis: one robots.txt for the whole cluster
+    if robots is None and shared is not None:
+        robots = shared(clock)
     if robots is None and not config.ignore_robots:
         folder = getattr(store, "folder", None)
         if folder is None:   # an in-memory store: a private folder, as spider.Spider does

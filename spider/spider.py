@@ -21,19 +21,21 @@ from typing import Callable, Iterable
 
 from . import recrawl
 from .config import CrawlConfig
-from .fetch import Fetcher, Response
-from .links import Link, LinkFinder
+from .fetch import CSS_TYPES, Fetcher, Response
+from .links import Link, LinkFinder, header_links, stylesheet_urls
 from .policy import PAUSED, REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
 from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
-from .records import QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, safe_text, utc_stamp
+from .records import REQUISITE, QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, safe_text, utc_stamp
 from .scope import Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
 from .urls import host_key, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
+HEAD_REFUSED = (405, 501)   # --check-requisites: a server that will not answer HEAD gets a GET
+SENT_HOSTS = 4096   # hosts whose last request time a worker keeps (_keep_pace)
 EXIT_INTERNAL_ERROR = 4   # a worker that met the same bug of ours on one URL too often
 
 
@@ -67,6 +69,8 @@ class Spider:
         self.robots = None if config.ignore_robots else _robots_cache(store, clock)
         self._pages: dict[str, recrawl.Page] | None = None   # schedule.txt, read at the first recheck
         self._told_internal = False   # an internal error is said once per worker (errors.log has all)
+        self._requisites = config.requisites or config.check_requisites
+        self._sent: dict[str, float] = {}   # host -> when this worker's last request to it left
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -169,11 +173,12 @@ class Spider:
                 return
             if not_before > self.clock():
                 self.wait(not_before - self.clock())
-            self._hold_host(current.url)
+            delay = self._hold_host(current.url)
             if not self._still_ours(current):
                 self._open_claim = None
                 return
-            result = self.fetcher.fetch(current.url)
+            self._keep_pace(current.url, delay)
+            result = self._request(current)
             self._log_fetch(current.url, result)
             self._adapt(current.url, result)
             attempts = current.entry.attempts + 1
@@ -192,6 +197,24 @@ class Spider:
                 return
             current = nxt
             chain.append(nxt.url)
+
+    def _request(self, claim: Claim) -> Response | FetchFailure:
+        """The request of a claim. A page: GET. A requisite: GET, downloading the body of a
+        stylesheet only (for its url()s); with --check-requisites a HEAD, then, one delay later, a
+        GET (again keeping a stylesheet's body alone) when the server refuses HEAD (405, 501) or
+        HEAD found a stylesheet."""
+        if claim.entry.kind != REQUISITE:
+            return self.fetcher.fetch(claim.url)
+        if not self.config.check_requisites:
+            return self.fetcher.fetch(claim.url, body_types=CSS_TYPES)
+        result = self.fetcher.fetch(claim.url, method="HEAD")
+        if isinstance(result, Response) and (result.status in HEAD_REFUSED or (
+                200 <= result.status < 300 and result.content_type in CSS_TYPES)):
+            self._log_fetch(claim.url, result)
+            self.wait(self.host_delay(host_key(claim.url)))
+            self._hold_host(claim.url)
+            result = self.fetcher.fetch(claim.url, body_types=CSS_TYPES)
+        return result
 
     def _robots_gate(self, claim: Claim) -> float | None:
         """Apply robots.txt before a request: the time to send it, or None when the claim was
@@ -234,17 +257,37 @@ class Spider:
         self.store.settle(claim, "released", requeue=claim.entry)   # refused there: only forgotten here
         return False
 
-    def _hold_host(self, url: str) -> None:
+    def _hold_host(self, url: str) -> float:
         """Right before a request: the host's next slot starts one delay after *now*.
 
         The claim reserved a slot from the moment of the claim (or ROBOTS_PENDING while
         robots.txt was unknown); the request leaves a little later, so the slot is set again from
-        now. A later time set by the host itself (Retry-After, parking) is kept."""
+        now. A later time set by the host itself (Retry-After, parking) is kept. Returns the
+        delay it used."""
         host = host_key(url)
         delay, now = self.delay_for(host), self.clock()
         if delay > 0 or self.store.host_state(host).next_allowed > now:
             self.store.update_host(host, lambda s: replace(s, next_allowed=(
                 now + delay if s.reason == "-" else max(s.next_allowed, now + delay))))
+        return delay
+
+    def _keep_pace(self, url: str, delay: float) -> None:
+        """Right before a request: never less than the host's delay after this worker's own last
+        request to it. The shared slot (``_hold_host``) is set from a time read before the store's
+        round trips, whose length varies under load, so two requests of one worker could leave
+        closer than the delay (measured: 0.185 s against 0.2 on Redis). This worker's own clock
+        readings, taken as each request leaves, close that gap; other workers keep to the slot.
+        ``delay``: the host's delay as ``_hold_host`` just worked it out (not asked again)."""
+        host = host_key(url)
+        last = self._sent.get(host)
+        if last is not None:
+            short = last + delay - self.clock()
+            if short > 0:
+                self.wait(short)
+        now = self._sent[host] = self.clock()
+        if len(self._sent) > SENT_HOSTS:   # keep only hosts whose last request is still recent
+            horizon = now - self.config.max_delay
+            self._sent = {h: t for h, t in self._sent.items() if t >= horizon}
 
     def _fetch_robots(self, url: str, previous: Rules | None = None) -> tuple[Rules, str]:
         """Fetch robots.txt for ``url``'s host, following up to 5 in-scope redirects.
@@ -321,7 +364,7 @@ class Spider:
             self._reject([(target, reason, claim.url)])
             self.store.settle(claim, "hop", record=hop)
             return None
-        nxt = self.store.admit_and_claim(QueueEntry(target, entry.depth, 0, 0.0, claim.url),
+        nxt = self.store.admit_and_claim(QueueEntry(target, entry.depth, 0, 0.0, claim.url, entry.kind),
                                          now, self.delay_for(host_key(target)))
         self.store.settle(claim, "hop", record=hop)
         return nxt   # None: the target is already known (pending, in flight, crawled or failed)
@@ -331,8 +374,13 @@ class Spider:
         v = outcome.verdict
         if v is Verdict.CRAWLED and isinstance(result, Response):
             extra: dict = {}
-            if result.is_html and result.body:
+            if entry.kind == REQUISITE:   # not crawled for links, but a stylesheet's url()s are requisites too
+                if result.content_type in CSS_TYPES and result.body:
+                    self._take_stylesheet(claim, result)
+            elif result.is_html and result.body:
                 extra = self._take_page(claim, result)
+            elif result.link or result.refresh:
+                extra = self._take_headers(claim, result)
             if 200 <= result.status < 300:   # when to check it again, and with which validators
                 self.store.log("schedule", recrawl.after_fetch(
                     claim.url, now, result.etag, result.last_modified,
@@ -357,16 +405,21 @@ class Spider:
         the same text as an earlier page (a ``duplicate``), or a ``variant`` whose
         ``rel=canonical`` URL is already known. Returns the page's fields for crawled.txt."""
         entry = claim.entry
-        page = LinkFinder(result.url, self.config.max_links).parse(result.body, result.charset)
+        page = LinkFinder(result.url, self.config.max_links, requisites=self._requisites).parse(
+            result.body, result.charset)
         base = claim.url
         if page.base_href is not None:
             base = resolve(claim.url, page.base_href) or claim.url
-        fields = {"content_hash": page.text_hash, "outlinks": len(page.links), "title": page.title}
-        if page.text_hash:
-            first = self.store.first_with_text(page.text_hash, claim.url)
-            if first != claim.url:
-                self.store.log("duplicates", duplicate_line(claim.url, "duplicate", first))
-                return fields
+        # The Link and Refresh headers name pages (and requisites) too, relative to the page's
+        # own URL (RFC 8288 3.2), not to <base>: resolved here, so <base> leaves them alone.
+        in_headers, header_requisites = self._header_links(claim.url, result)
+        links = (page.links + [Link(u, False) for u in in_headers]) if in_headers else page.links
+        fields = {"content_hash": page.text_hash, "outlinks": len(links), "title": page.title}
+        resolved = self._resolve(links, base)
+        first, known = self._first_and_known(page.text_hash, claim.url, [url for _, url in resolved])
+        if first != claim.url:
+            self.store.log("duplicates", duplicate_line(claim.url, "duplicate", first))
+            return fields
         canonical = resolve(base, page.canonical) if page.canonical else None
         if canonical is not None:
             canonical = self.admission.clean(canonical)
@@ -376,21 +429,57 @@ class Spider:
             self.store.log("duplicates", duplicate_line(claim.url, "variant", canonical))
             if not added:   # the canonical page is known already: it carries the links
                 return fields
-        report = self.add_links_to_queue(claim.url, page.links, entry.depth, base,
-                                         nofollow_page=page.meta_nofollow)
+        report = self.add_links_to_queue(claim.url, links, entry.depth, base,
+                                         nofollow_page=page.meta_nofollow, checked=(resolved, known))
         if page.dropped:   # --max-links cut this page's links: say so, once per page
             self.store.log("rejected", rejected_line(
                 claim.url, f"max-links: {page.dropped} links not followed", claim.url))
-        # What this page links to, for recrawl's "no longer linked from anywhere" (inactive).
-        # Also how many links were new and how many already known (counted, not logged).
-        self.store.log("links", f"{claim.url}\t{report.added}\t{report.duplicates}\t"
-                                f"{' '.join(dict.fromkeys(report.linked))}\n")
+        if self._requisites and (page.requisites or header_requisites):
+            _merge(report, self.add_links_to_queue(claim.url, page.requisites + header_requisites,
+                                                   entry.depth, base, requisite=True))
+        self._log_links(claim.url, report)
         return fields
+
+    def _header_links(self, url: str, result: Response) -> tuple[list[str], list[str]]:
+        """The pages and requisites a response's Link and Refresh headers name, resolved."""
+        if not (result.link or result.refresh):
+            return [], []
+        pages, requisites = header_links(result.link, result.refresh)
+        return ([u for u in (resolve(url, p) for p in pages) if u is not None],
+                [u for u in (resolve(url, r) for r in requisites) if u is not None] if self._requisites else [])
+
+    def _take_headers(self, claim: Claim, result: Response) -> dict:
+        """A response that is not an HTML page (a PDF, an image) may still link to pages in its
+        Link and Refresh headers (RFC 8288: rel=canonical of a PDF, rel=next)."""
+        pages, requisites = self._header_links(claim.url, result)
+        report = self.add_links_to_queue(claim.url, pages, claim.entry.depth)
+        if requisites:
+            _merge(report, self.add_links_to_queue(claim.url, requisites, claim.entry.depth, requisite=True))
+        self._log_links(claim.url, report)
+        return {"outlinks": len(pages)}
+
+    def _take_stylesheet(self, claim: Claim, result: Response) -> None:
+        """A stylesheet requisite: its url()s and @imports (fonts, background images, more
+        stylesheets) are requisites of the same depth, resolved against the stylesheet's URL."""
+        urls = stylesheet_urls(result.body, result.charset)
+        if len(urls) > self.config.max_links:   # as many as a page may give, and a max-links line
+            self.store.log("rejected", rejected_line(
+                claim.url, f"max-links: {len(urls) - self.config.max_links} links not followed", claim.url))
+            urls = urls[:self.config.max_links]
+        self._log_links(claim.url, self.add_links_to_queue(claim.url, urls, claim.entry.depth, requisite=True))
+
+    def _log_links(self, url: str, report: LinkReport) -> None:
+        """What a page links to, for recrawl's "no longer linked from anywhere" (inactive) and the
+        broken-links view's referrers; also how many links were new and how many already known
+        (counted, not logged)."""
+        self.store.log("links", f"{url}\t{report.added}\t{report.duplicates}\t"
+                                f"{' '.join(dict.fromkeys(report.linked))}\n")
 
     # -- recrawl -------------------------------------------------------------------------------------
     def _schedule(self) -> dict[str, recrawl.Page]:
-        if self._pages is None:
-            self._pages = recrawl.read_schedule(_folder_of(self.store))
+        if self._pages is None:   # a store that keeps its logs (Redis) reads schedule.txt's lines itself
+            own = getattr(self.store, "read_schedule", None)
+            self._pages = own() if own is not None else recrawl.read_schedule(_folder_of(self.store))
         return self._pages
 
     def _recheck(self, claim: Claim) -> None:
@@ -451,8 +540,28 @@ class Spider:
         self._open_claim = None
 
     # -- links ---------------------------------------------------------------------------------------
+    def _resolve(self, links: Iterable[Link | str], base: str) -> list[tuple[Link | str, str]]:
+        """Each link that resolves against ``base``, with its URL cleaned as the crawl keeps it."""
+        out = []
+        for link in links:
+            url = resolve(base, link.href if isinstance(link, Link) else link)
+            if url is not None:
+                out.append((link, self.admission.clean(url)))
+        return out
+
+    def _first_and_known(self, text_hash: str | None, url: str, links: list[str]) -> tuple[str, set[str]]:
+        """The first URL with this page's text, and which of its links the frontier knows: one
+        question where the store can ask both at once (Redis: one round trip, not two)."""
+        both = getattr(self.store, "first_and_known", None)
+        if both is not None:
+            return both(text_hash, url, links)  # type: ignore[no-any-return]
+        first = self.store.first_with_text(text_hash, url) if text_hash else url
+        return first, (self.store.known(links) if first == url else set())
+
     def add_links_to_queue(self, page_url: str, links: Iterable[Link | str], depth: int,
-                           base_url: str | None = None, nofollow_page: bool = False) -> LinkReport:
+                           base_url: str | None = None, nofollow_page: bool = False,
+                           requisite: bool = False,
+                           checked: tuple[list[tuple[Link | str, str]], set[str]] | None = None) -> LinkReport:
         """Resolve, normalise, scope, deduplicate and persist the links found on a page.
 
         ``depth`` is the page's own depth; its links are one deeper. Links are resolved against
@@ -460,25 +569,29 @@ class Spider:
         rejected.txt with the rule's name and this page; duplicates are counted, not logged.
         ``rel="nofollow"`` links, and all links of a page with meta robots nofollow
         (``nofollow_page``), are refused as ``nofollow`` unless --follow-nofollow.
+        ``requisite``: the URLs are the page's requisites (--requisites): queued as such, at the
+        page's own depth (so --max-depth never refuses them, as wget -p), nofollow not applying.
+        ``checked``: the links already resolved and which of them are known (``_first_and_known``).
         """
-        obey_nofollow = not self.config.follow_nofollow
+        obey_nofollow = not self.config.follow_nofollow and not requisite
+        new_depth, kind = (depth, REQUISITE) if requisite else (depth + 1, "-")
         base = base_url or page_url
         report = LinkReport()
         batch: dict[str, QueueEntry] = {}
         refused: list[tuple[str, str, str]] = []
-        resolved: list[tuple[Link | str, str]] = []
-        for link in links:
-            report.found += 1
-            url = resolve(base, link.href if isinstance(link, Link) else link)
-            if url is not None:
-                resolved.append((link, self.admission.clean(url)))
-        known = self.store.known(url for _, url in resolved)   # one question for the whole page
+        links = list(links)
+        report.found = len(links)
+        if checked is None:
+            resolved = self._resolve(links, base)
+            known = self.store.known(url for _, url in resolved)   # one question for the whole page
+        else:
+            resolved, known = checked
         for link, url in resolved:
             if url in batch or url in known:
                 report.duplicates += 1
                 report.linked.append(url)
                 continue
-            reason = self.admission.check(url, depth + 1)
+            reason = self.admission.check(url, new_depth)
             if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
                 reason = "nofollow"
             if reason is None and self.robots is not None:
@@ -489,7 +602,7 @@ class Spider:
                 report.rejected += 1
                 refused.append((url, reason, page_url))
                 continue
-            batch[url] = QueueEntry(url, depth + 1, 0, 0.0, page_url)
+            batch[url] = QueueEntry(url, new_depth, 0, 0.0, page_url, kind)
             report.linked.append(url)
         if refused:
             self._reject(refused)
@@ -526,6 +639,15 @@ class Spider:
 
     def close(self) -> None:
         self.fetcher.close()
+
+
+def _merge(report: LinkReport, more: LinkReport) -> None:
+    """Add ``more`` (a page's requisites) to ``report`` (its links)."""
+    report.found += more.found
+    report.added += more.added
+    report.duplicates += more.duplicates
+    report.rejected += more.rejected
+    report.linked += more.linked
 
 
 def _again(entry: QueueEntry, outcome: Outcome, now: float) -> QueueEntry:

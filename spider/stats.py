@@ -41,7 +41,7 @@ import re
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from .census import Sample, pattern, trap_alarm
 from .records import clean, is_data, utc_stamp
@@ -159,12 +159,19 @@ class StatsRecorder:
         self._read()
 
     def _read(self) -> None:
-        for line in self._tails["crawled.txt"].lines():
+        self.take({name.split(".")[0]: self._tails[name].lines() for name in
+                   ("crawled.txt", "rejected.txt", "duplicates.txt", "checks.txt", "links.txt")})
+        self._read_queue()
+
+    def take(self, logs: Mapping[str, Iterable[str]]) -> None:
+        """Count the new lines of the logs (by name: crawled, rejected, duplicates, checks,
+        links), wherever they are kept: the files here, Redis for a crawl on ``--store``."""
+        for line in logs.get("crawled", ()):
             if is_data(line):
                 f = line.split("\t", 4)
                 if len(f) > 3 and f[3].isdigit():
                     self.bytes += int(f[3])
-        for line in self._tails["rejected.txt"].lines():
+        for line in logs.get("rejected", ()):
             if is_data(line):
                 f = line.split("\t", 2)
                 reason = f[1].strip() if len(f) > 1 else "-"
@@ -173,12 +180,15 @@ class StatsRecorder:
                 elif reason.startswith("max-links:"):
                     reason = "max-links"
                 self.rejected[reason] = self.rejected.get(reason, 0) + 1
-        self.duplicates += sum(1 for line in self._tails["duplicates.txt"].lines() if is_data(line))
-        self.checked += sum(1 for line in self._tails["checks.txt"].lines() if is_data(line))
-        for line in self._tails["links.txt"].lines():
+        self.duplicates += sum(1 for line in logs.get("duplicates", ()) if is_data(line))
+        self.checked += sum(1 for line in logs.get("checks", ()) if is_data(line))
+        for line in logs.get("links", ()):
             f = line.split("\t", 3)
             if len(f) > 2 and f[2].isdigit():
                 self.seen_again += int(f[2])
+
+    def _read_queue(self) -> None:
+        """The census of the pending URLs and the rechecks, from queue.txt and claims.txt."""
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
         if self._every is None:
             self._load_census()
@@ -273,12 +283,9 @@ class StatsRecorder:
         line = (f"{utc_stamp(now)}\t{now:.3f}\t{pending}\t{in_flight}\t{crawled}\t{failed}\t"
                 f"{discovered}\t{self.duplicates}\t{self.bytes}\t{clean(top_pattern)}\t{top_pending}\t{rejected}\t"
                 f"{self.seen_again}\t{self.checked}\t{completed}\n")
-        path = self.folder / STATS
-        if not path.exists():
-            append_text(path, STATS_HEADER)
         # A comment before a run's first row: runs that follow each other within seconds (a
         # crawl, then a recrawl) stay apart (readers skip comments).
-        append_text(path, (RUN_MARK + f"\t{utc_stamp(now)}\n" if not self.rows else "") + line)
+        self._append((RUN_MARK + f"\t{utc_stamp(now)}\n" if not self.rows else "") + line)
         row = parse_stats_line(line)
         if row is not None:
             self.rows.append(row)
@@ -286,6 +293,12 @@ class StatsRecorder:
             self._history_at = now
             self.history = (self.history + [Sample(pending, top_pattern, top_pending)])[-MAX_SAMPLES:]
         return line
+
+    def _append(self, text: str) -> None:
+        path = self.folder / STATS
+        if not path.exists():
+            append_text(path, STATS_HEADER)
+        append_text(path, text)
 
     def alarm(self) -> str | None:
         return trap_alarm(self.history)

@@ -36,9 +36,14 @@ What is recorded
   the time the bytes reach us, so the payload is the entity body as 6.3.2 defines it and that header
   line is kept as ``X-Spider-Transfer-Encoding: chunked`` (a reader would otherwise try to de-chunk
   bytes that are not chunked).
-- WARC-Truncated (5): ``length`` when the body cap stopped reading, ``time`` for --max-time or a read
-  timeout, ``disconnect`` when the connection broke, ``unspecified`` when the crawler chose not to
-  read the body (non-HTML or non-2xx responses, unsupported or broken content coding).
+- Every body is archived whole, whatever its type or status (an image, a PDF, a 404 page, a redirect's
+  body, a body in a content coding the crawler cannot undo), as wget --warc-file and Heritrix do: the
+  fetcher reads to the end for the archive what the crawler itself does not need, up to --max-bytes
+  bytes as received (the crawler's own answer is the same as without --warc).
+- WARC-Truncated (5): ``length`` when --max-bytes stopped reading (the record then holds exactly that
+  many bytes of a body the crawler did not need), ``time`` for --max-time or a read timeout,
+  ``disconnect`` when the connection broke, ``unspecified`` for anything else that left the body
+  unread (none is known).
 - A fetch that got no response (refused, DNS, timeout before the headers, invalid status line)
   writes nothing: there is no capture to replay, and failed.txt says what happened.
 - WARC-Block-Digest and WARC-Payload-Digest are SHA-1 in base32 (5.8, 5.9).

@@ -50,23 +50,28 @@ def _free_port() -> int:
 
 class RedisServer:
     """One redis-server process. ``options`` are redis-server command-line options (without the
-    leading ``--``), e.g. ``{"appendonly": "yes", "appendfsync": "always"}``."""
+    leading ``--``), e.g. ``{"appendonly": "yes", "appendfsync": "always"}``. ``host``, ``port`` and
+    ``wrap`` (a command prefix) place it elsewhere: ``ip netns exec NS`` and a namespace's address
+    (tests/netns.py)."""
 
-    def __init__(self, folder: Path, options: dict[str, str] | None = None) -> None:
+    def __init__(self, folder: Path, options: dict[str, str] | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0, wrap: list[str] | None = None) -> None:
         self.folder = folder
         self.options = {**DEFAULTS, **(options or {})}
-        self.port = 0
+        self.host = host
+        self.port = self.asked_port = port
+        self.wrap = wrap or []
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self) -> "RedisServer":
         binary = need_redis_server()
         for _ in range(5):   # another process may take the free port between our look and the bind
             self.port = self.port or _free_port()
-            args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder)]
+            args = [*self.wrap, binary, "--port", str(self.port), "--bind", self.host, "--dir", str(self.folder)]
             for name, value in self.options.items():
                 args += [f"--{name}", "" if value == "''" else value]
             log = open(self.folder / "redis.log", "ab")
@@ -76,7 +81,7 @@ class RedisServer:
                 return self
             self.proc.kill()
             self.proc.wait()
-            self.port = 0
+            self.port = self.asked_port   # 0: try another free one
         raise RuntimeError(f"redis-server did not start; see {self.folder / 'redis.log'}")
 
     def _wait_for_ping(self, timeout: float = 20.0) -> bool:
@@ -85,7 +90,7 @@ class RedisServer:
             if self.proc is not None and self.proc.poll() is not None:
                 return False
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as s:
+                with socket.create_connection((self.host, self.port), timeout=1.0) as s:
                     s.sendall(b"PING\r\n")
                     if s.recv(64).startswith(b"+PONG"):
                         return True

@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -36,13 +36,15 @@ TIMEOUT = 60
 
 
 class Machine:
-    """One machine's ``crawl --store`` process tree (its own process group and folder)."""
+    """One machine's ``crawl --store`` process tree (its own process group and folder); ``wrap``
+    is a command prefix that keeps the pid (``ip netns exec NS``: tests/test_netns.py)."""
 
-    def __init__(self, root: Path, name: str, url: str, *args: str, workers: int = 2) -> None:
+    def __init__(self, root: Path, name: str, url: str, *args: str, workers: int = 2,
+                 wrap: Sequence[str] = ()) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.name = name
-        cmd = [sys.executable, MAIN, "crawl", name, "--store", url, "--workers", str(workers),
+        cmd = [*wrap, sys.executable, MAIN, "crawl", name, "--store", url, "--workers", str(workers),
                "--delay", str(DELAY), "--max-depth", "20", "--projects-dir", str(root / "projects"), *args]
         self.proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
@@ -163,11 +165,45 @@ def assert_polite(sites: list[TestSite]) -> None:
         assert not short_gaps(times, DELAY), (s.host, gaps(times))
 
 
+def refetched(sites: list[TestSite]) -> int:
+    """Page requests beyond the first of each page, on every host."""
+    return sum(n - 1 for s in sites for n in page_fetches(s).values())
+
+
+def assert_each_once(r: Any, name: str, sites: list[TestSite], urls: set[str], in_flight: set[str]) -> None:
+    """Every URL crawled or failed exactly once in the records, none lost; pages fetched twice no
+    more than ``in_flight`` (what was in flight where the trouble struck); every host's requests
+    at least --delay apart, whichever machine sent them."""
+    assert recorded(r, name) == Counter({u: 1 for u in urls})
+    assert refetched(sites) <= len(in_flight), (refetched(sites), in_flight)
+    assert_polite(sites)
+
+
 def busy(r: Any, name: str, m: Machine, hosts: int) -> bool:
     """The machine has URLs in flight, every host's robots.txt is known and no host is held
     for a robots.txt fetch (a machine killed in the middle of one holds its host 30 s)."""
     return (robots_known(r, name, hosts) and bool(in_flight_of(r, name, m.owner_prefix))
             and all(float(r.hget(k, "next") or 0) < time.time() + 5 for k in r.scan_iter(f"{name}:h:*")))
+
+
+def pause_mid_fetch(r: Any, name: str, sites: list[TestSite], b: Machine) -> set[str]:
+    """Stop machine b (SIGSTOP) in the middle of a fetch (its request is at the server), wait
+    until the others have taken its hosts back, once its leases expired, and recorded what it
+    was fetching; then continue it (it settles what it was fetching: refused). Returns the URLs
+    it held when stopped."""
+    asked = {s.url(p) for s in sites for p in s.hits}
+
+    def mid_fetch() -> set[str]:   # b's in-flight URLs whose request the server has
+        asked.update(s.url(p) for s in sites for p in s.hits)
+        return in_flight_of(r, name, b.owner_prefix) & (asked - set(recorded(r, name)))
+
+    wait_for(lambda: robots_known(r, name, len(sites)) and mid_fetch(), message="b in the middle of a fetch")
+    b.signal(signal.SIGSTOP)
+    held = in_flight_of(r, name, b.owner_prefix)
+    wait_for(lambda: not in_flight_of(r, name, b.owner_prefix) and set(recorded(r, name)) >= held,
+             message="the other machines to take over b's URLs")
+    b.signal(signal.SIGCONT)
+    return held
 
 
 def start_two(tmp_path: Path, name: str, server: RedisServer, sites: list[TestSite],
@@ -254,11 +290,8 @@ def test_a_machine_killed_mid_crawl_loses_nothing(
     lost_with_b = in_flight_of(r, name, b.owner_prefix)
     assert a.finish() == 0, a.err
     assert c.finish() == 0, c.err
-    assert recorded(r, name) == Counter({u: 1 for u in urls})
     assert not in_flight_of(r, name, b.owner_prefix)
-    refetched = sum(n - 1 for s in sites for n in page_fetches(s).values())
-    assert refetched <= len(lost_with_b), (refetched, lost_with_b)   # only what b had in flight
-    assert_polite(sites)
+    assert_each_once(r, name, sites, urls, lost_with_b)   # refetched: only what b had in flight
 
 
 @pytest.mark.parametrize("presses", [1, 2])
@@ -305,19 +338,7 @@ def test_a_machine_paused_past_its_lease_records_nothing_twice(
     wait_for(lambda: r.exists(f"{name}:settings"), message="the crawl to start")
     b = Machine(tmp_path / "b", name, redis_server.url, "--lease", "2", workers=1)
     machines.append(b)
-    asked = {s.url(p) for s in sites for p in s.hits}
-
-    def mid_fetch() -> set[str]:   # b's in-flight URLs whose request the server has
-        asked.update(s.url(p) for s in sites for p in s.hits)
-        return in_flight_of(r, name, b.owner_prefix) & (asked - set(recorded(r, name)))
-
-    wait_for(lambda: robots_known(r, name, len(sites)) and mid_fetch(), message="b in the middle of a fetch")
-    b.signal(signal.SIGSTOP)
-    held = in_flight_of(r, name, b.owner_prefix)
-    # a takes b's hosts back once the leases expire, and records what b was fetching
-    wait_for(lambda: not in_flight_of(r, name, b.owner_prefix) and set(recorded(r, name)) >= held,
-             message="machine a to take over b's URLs")
-    b.signal(signal.SIGCONT)   # b wakes up and settles what it was fetching: refused
+    pause_mid_fetch(r, name, sites, b)
     assert a.finish() == 0, a.err
     assert b.finish() == 0, b.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
@@ -359,10 +380,6 @@ def test_an_unreachable_redis_or_a_wrong_url_is_one_error_line(tmp_path: Path, c
     assert "not a Redis URL" in line and "redis://HOST:PORT/DB" in line
 
 
-@pytest.mark.parametrize("command", [["seed", "x"], ["recrawl", "x"]])
-def test_commands_not_done_on_redis_say_so(tmp_path: Path, command: list[str]) -> None:
-    line = error_line(cli(tmp_path, *command, "--store", "redis://127.0.0.1:6379/0"))
-    assert "not supported with --store yet" in line
 
 
 def test_lease_without_store_is_a_usage_error(tmp_path: Path) -> None:
@@ -510,3 +527,34 @@ def test_a_machine_paused_before_its_request_does_not_send_it(
     assert recorded(r, name) == Counter({u: 1 for u in urls})
     times = [t for t, _, _ in site.log]
     assert not short_gaps(times, delay), gaps(times)
+
+
+def test_a_worker_joining_gets_hosts_before_the_holders_next_tick(redis_server: RedisServer) -> None:
+    """A worker holding every host lets go of those beyond its share as soon as another
+    worker's heartbeat appears, not at its lease thread's next full tick (a minute away here):
+    a machine joining a crawl gets hosts at once instead of idling (bench/scaleout.py)."""
+    from spider.cluster import ClusterStore, _Lease
+    from spider.records import QueueEntry, crawled_line
+
+    r = redis_server.client()
+    name = "share"
+    one = ClusterStore(redis_server.client(), name, owner=1, machine="m1", lease=600)
+    one.add([QueueEntry(f"http://h{i}.test/{j}") for i in range(4) for j in range(2)])
+    one.beat()
+    one.update_share(180)
+    claims = one.claim(4, time.time(), lambda host: 1.0).claims   # one URL of each host
+    assert len({c.url.split("/")[2] for c in claims}) == 4
+    for c in claims:
+        assert one.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
+    assert r.scard(f"{name}:held:m1/1") == 4   # held, with a URL each still pending
+    thread = _Lease(one, 60.0, "-")
+    thread.start()
+    try:
+        two = ClusterStore(redis_server.client(), name, owner=2, machine="m2", lease=600)
+        two.beat()
+        wait_for(lambda: r.scard(f"{name}:held:m1/1") == 2, timeout=20,
+                 message="the holder to let go of the hosts beyond its share")
+        two.update_share(180)
+        assert len(two.claim(4, time.time() + 5, lambda host: 1.0).claims) == 2
+    finally:
+        thread.stop()

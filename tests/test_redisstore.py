@@ -489,3 +489,146 @@ def test_a_host_told_to_wait_long_is_let_go_for_another(make):
     assert urls(s.claim(5, 1.0, no_delay)) == []                # a short wait: a.test is kept
     s.reserve_host("a.test", 3600.0)
     assert urls(s.claim(5, 1.0, no_delay)) == [B + "1"]
+
+
+def counting_client(server):
+    """A client of ``server`` that counts its round trips: one per send (a pipeline is one)."""
+    import redis
+
+    sent = {"n": 0}
+
+    class Counting(redis.Connection):
+        def send_packed_command(self, command, check_health=True):
+            sent["n"] += 1
+            return super().send_packed_command(command, check_health)
+
+    pool = redis.ConnectionPool(host="127.0.0.1", port=server.port, connection_class=Counting)
+    client = redis.Redis(connection_pool=pool)
+    return client, sent
+
+
+def test_a_crawled_page_costs_at_most_three_round_trips(redis_server, site, tmp_path: Path):  # noqa: F811
+    """A worker's page on Redis (claim, robots, dedup of its links, the links queued, the outcome
+    and its log lines) takes at most 3 round trips on average: counted on the wire, on a real
+    crawl of 40 pages with 8 links each, one worker as a crawl's workers run (``defer``)."""
+    from spider.cluster import ClusterStore
+    from spider.config import CrawlConfig
+    from spider.spider import Spider
+
+    pages = 40
+    site.route("/robots.txt", body="User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    for i in range(pages):
+        links = "".join(f'<a href="/p/{(i * 7 + j) % pages}">x</a>' for j in range(8))
+        site.route("/" if i == 0 else f"/p/{i}", body=f"<title>{i}</title><p>page {i}</p>{links}"
+                   '<a href="/private/x">no</a>')
+    redis_server.client().flushall()
+    client, sent = counting_client(redis_server)
+    store = ClusterStore(client, "rt", folder=tmp_path, owner=1, machine="m", defer=True)
+    config = CrawlConfig(seeds=(site.url("/"),), delay=0.0, connect_timeout=2.0, read_timeout=2.0)
+    store.add([QueueEntry(site.url("/"))])
+    spider = Spider(config, store)
+    before = sent["n"]
+    try:
+        spider.run(lambda: False)
+        store.close()
+    finally:
+        spider.close()
+    trips = sent["n"] - before
+    c = store.refresh()
+    assert (c.crawled, c.pending, c.in_flight) == (pages, 0, 0)
+    assert len(store.lines("crawled")) == pages and len(store.lines("links")) == pages
+    assert trips / pages <= 3, f"{trips} round trips for {pages} pages"
+
+
+def test_deferred_writes_go_with_the_next_call_and_a_stale_settle_is_still_refused(make):
+    """A crawl's worker (``defer``) sends its settles and log lines with its next script: until
+    then nobody sees them, then all of them, in order; a settle whose lease ran out meanwhile is
+    refused when it is sent, as a settle sent at once would be."""
+    one, two = make(1, defer=True), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(B + "1")])
+    [a1] = one.claim(1, 0.0, no_delay).claims
+    one.log("fetch", "a1 fetched\n")
+    assert crawled(one, a1)                                      # answered at once ...
+    assert two.lines("fetch") == [] and two.refresh().crawled == 0   # ... sent later
+    [b1] = one.claim(1, 0.0, no_delay).claims                   # with this call
+    assert two.lines("fetch") == ["a1 fetched\n"] and two.refresh().crawled == 1
+    expire(one, "b.test")                                        # one stalls past its lease
+    [again] = two.claim(1, 0.0, no_delay).claims
+    assert again.url == b1.url
+    crawled(one, b1)
+    one.flush()                                                  # refused: b1 is two's now
+    assert two.refresh().crawled == 1 and two.refresh().in_flight_by_owner == {2: 1}
+    assert crawled(two, again)
+    assert [line.split("\t")[0] for line in two.lines("crawled")] == [A + "1", B + "1"]
+    assert two.refresh().crawled == 2
+
+
+def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server):  # noqa: F811
+    """Pages' links wait in their hosts' sorted sets as blocks (one member for up to 64 lines of
+    one add, the source written once): Redis memory a pending URL, measured by MEMORY USAGE,
+    stays within the URL's length + 48 bytes; and the lines come out as they went in, in order."""
+    s = make()
+    pages, links = 300, 24
+    added = []
+    for p in range(pages):   # each page links 24 new URLs on 3 hosts
+        page = f"http://site{p % 3}.test/a/2026/page-{p}.html"
+        batch = [QueueEntry(f"http://site{(p + i) % 3}.test/a/2026/{p % 97}/a-page-about-thing-{p}-{i}.html",
+                            1, 0, 0.0, page) for i in range(links)]
+        added += s.add(batch)
+    assert len(added) == pages * links
+    r = redis_server.client()
+    used = sum(r.memory_usage(k, samples=0) for k in r.scan_iter("p:q:*"))
+    length = sum(len(e.url) for e in added) / len(added)
+    assert used / len(added) <= length + 48, (used / len(added), length)
+    got = []
+    while True:
+        claims = s.claim(50, 0.0, no_delay).claims
+        if not claims:
+            break
+        got += [(c.url, c.entry.source) for c in claims]
+        for c in claims:
+            s.settle(c, "crawled")
+    assert sorted(got) == sorted((e.url, e.source) for e in added)
+    for host in ("site0.test", "site1.test", "site2.test"):   # each host's in the order added
+        mine = [u for u, _ in got if host_key(u) == host]
+        assert mine == [e.url for e in added if host_key(e.url) == host]
+
+
+def test_a_lease_tick_is_one_round_trip(redis_server):  # noqa: F811
+    """A worker's lease thread, once a second: its renewals, heartbeat and share of hosts in one
+    round trip (they took four to six apart: more than a polite crawl's pages)."""
+    from spider.cluster import ClusterStore
+
+    redis_server.client().flushall()
+    client, sent = counting_client(redis_server)
+    store = ClusterStore(client, "tick", owner=1, machine="m", lease=5.0)
+    other = ClusterStore(redis_server.client(), "tick", owner=2, machine="m")
+    store.add([QueueEntry(A + "1"), QueueEntry(A + "2"), QueueEntry(B + "1"), QueueEntry(B + "2")])
+    assert urls(store.claim(1, 0.0, no_delay)) == [A + "1"]
+    other.beat()
+    store.tick("-", 3.0)   # the first call loads the script
+    before = sent["n"]
+    assert store.tick("/warc", 3.0) == ["a.test"]
+    assert sent["n"] - before == 1
+    assert store.max_hosts == 1 and store.someone_idle   # 2 hosts, 2 live workers; other holds none
+    assert store.beats()["m/1"][2:] == ["0", "0", "/warc"]
+    store.r.hset(store.per_host("h", "a.test"), "lowner", "m/9")   # a.test taken over
+    assert store.tick("-", 3.0) == [] and not store.leased("a.test")
+
+
+def test_the_one_script_tick_counts_the_heartbeats_the_lease_thread_watches(redis_server):  # noqa: F811
+    """Between ticks the lease thread reshares as soon as the number of heartbeats changes (a
+    worker joins: n-netns); the one-script tick says how many it counted, as update_share did,
+    so a crawl where no worker joins does not reshare (several round trips) every 0.1 s."""
+    from spider.cluster import ClusterStore, _Lease
+
+    redis_server.client().flushall()
+    store = ClusterStore(redis_server.client(), "watch", owner=1, machine="m", lease=5.0)
+    ClusterStore(redis_server.client(), "watch", owner=2, machine="m").beat()
+    lease = _Lease(store, 1.0, "-")
+    lease.tick()
+    assert store.beating == store.beat_count() == 2   # nothing changed: no reshare
+    ClusterStore(redis_server.client(), "watch", owner=3, machine="m").beat()
+    assert store.beat_count() != store.beating         # a worker joined: reshare now
+    lease.reshare()
+    assert store.beating == 3

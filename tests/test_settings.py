@@ -378,3 +378,29 @@ def test_www_is_stripped_from_names_not_from_ip_addresses() -> None:
     assert same_site_host("www.example.com") == "example.com"
     assert same_site_host("www.127.0.0.1") == "www.127.0.0.1"
     assert same_site_host("www.com") == "www.com"
+
+
+# =========================================================================== seeds saved in an older spelling
+
+
+def test_a_seed_saved_in_an_older_spelling_is_read_in_todays(tmp_path: Path) -> None:
+    # Seeds used to be normalised by RFC 3986 rules (e.g. a ``%7E`` kept, a default port kept by
+    # hand edits); the WHATWG rules spell some differently. A project saved then must still resume.
+    (tmp_path / config.SETTINGS).write_text("seed = HTTP://Example.COM:80/a/../b/%7Ex\n", encoding="utf-8")
+    assert config.load(tmp_path)["seeds"] == ("http://example.com/b/~x",)
+    (tmp_path / config.SETTINGS).write_text("seed = ftp://example.com/\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"settings.txt:1: bad seed 'ftp://example.com/'"):
+        config.load(tmp_path)
+
+
+def test_a_project_whose_seed_is_in_an_older_spelling_resumes(projects_dir: Path, site: TestSite) -> None:
+    site.route("/", body=html("/a"))
+    site.route("/a", body=html())
+    assert cli(projects_dir, "crawl", "p", site.url("/"), *FAST).returncode == 0
+    settings = projects_dir / "p" / config.SETTINGS
+    text = settings.read_text(encoding="utf-8")
+    old = site.url("/").replace("http://", "HTTP://") + "./"
+    settings.write_text(text.replace(f"seed = {site.url('/')}", f"seed = {old}"), encoding="utf-8")
+    r = cli(projects_dir, "crawl", "p", *FAST)
+    assert r.returncode == 0, r.stderr
+    assert sorted(urls_in(projects_dir / "p" / "crawled.txt")) == [site.url("/"), site.url("/a")]

@@ -375,3 +375,26 @@ def test_a_redis_that_goes_away_mid_push_is_one_error_line_and_a_rerun_succeeds(
     server.restart()
     said = ok(cli(projects, "push", NAME, "--store", server.url)).stderr
     assert "6000 pending" in said and digest(projects / NAME) == source
+
+
+def test_robots_txt_moves_with_push_and_pull_and_is_not_fetched_again(tmp_path, site, store_url, r):
+    """A host's robots.txt goes to the very key a crawl on Redis reads (``NAME:robots:{host}``)
+    and comes back as its robots/ file: fetched once, whichever store crawls after a move."""
+    from spider.robots import cache_name
+
+    pages = tree_site(site, 12)
+    site.route("/robots.txt", body="User-agent: *\nDisallow: /nothing\n", content_type="text/plain")
+    projects, other = tmp_path / "projects", tmp_path / "other"
+    ok(cli(projects, "crawl", NAME, site.url("/"), "--max-pages", "3", "--delay", "0"))
+    assert site.hits["/robots.txt"] == 1
+    host = host_key(site.url("/"))
+    ok(cli(projects, "push", NAME, "--store", store_url))
+    assert r.get(f"{NAME}:robots:{{{host}}}") == (projects / NAME / "robots" / cache_name(host)).read_bytes()
+    assert r.ttl(f"{NAME}:robots:{{{host}}}") > 0   # kept as long as a crawl on Redis keeps it
+
+    ok(cli(tmp_path / "machine", "crawl", NAME, "--store", store_url, "--max-pages", "8", "--delay", "0"))
+    assert site.hits["/robots.txt"] == 1   # the crawl on Redis read it from Redis
+    ok(cli(other, "pull", NAME, "--store", store_url))
+    ok(cli(other, "crawl", NAME, "--max-pages", "1000", "--delay", "0"))
+    assert_each_page_crawled_once(other / NAME, pages)
+    assert site.hits["/robots.txt"] == 1   # nor the file crawl after pull

@@ -325,13 +325,45 @@ def test_robots_limit_cut_is_marked(site: TestSite, rig: Rig) -> None:
     assert small.h("WARC-Truncated") is None and small.raw == b"#" * 5000
 
 
-def test_body_not_downloaded_is_marked_unspecified(site: TestSite, rig: Rig) -> None:
-    site.route("/pic.png", body=b"\x89PNG" + bytes(200_000), content_type="image/png")
+def test_a_body_the_crawler_does_not_read_is_archived_whole(site: TestSite, rig: Rig) -> None:
+    """An image, a PDF, a 404 page and a redirect's body: the crawler reads none of them (same
+    answer as without --warc), the archive has every byte (no WARC-Truncated)."""
+    png = b"\x89PNG" + bytes(range(256)) * 200   # under the rig's 64 KiB --max-bytes
+    site.route("/pic.png", body=png, content_type="image/png")
+    site.route("/doc.pdf", body=b"%PDF-1.4 " + b"x" * 40_000, content_type="application/pdf")
+    site.status("/gone", 404)
+    site.route("/moved", status=301, body=b"<p>moved</p>", headers={"Location": "/pic.png"})
+    site.route("/odd", body=b"not really zstd", headers={"Content-Encoding": "zstd"})
     r = rig.fetch(site.url("/pic.png"))
-    assert isinstance(r, Response) and r.body == b"" and r.size == 200_004
+    assert isinstance(r, Response) and r.body == b"" and r.size == len(png)
+    for path in ("/doc.pdf", "/gone", "/moved", "/odd"):
+        rig.fetch(site.url(path))
+    got = {r.h("WARC-Target-URI"): r for r in responses(rig.records())}   # digests checked by warcio
+    assert got[site.url("/pic.png")].raw == png
+    assert got[site.url("/doc.pdf")].raw == b"%PDF-1.4 " + b"x" * 40_000
+    assert got[site.url("/gone")].http.get_statuscode() == "404"  # type: ignore[union-attr]
+    assert b"<title>Status 404</title>" in got[site.url("/gone")].raw
+    assert got[site.url("/moved")].raw == b"<p>moved</p>"
+    assert got[site.url("/odd")].raw == b"not really zstd"
+    assert all(rec.h("WARC-Truncated") is None for rec in got.values())
+
+
+def test_a_body_not_read_is_archived_up_to_max_bytes(site: TestSite, warc_dir: Path) -> None:
+    """Over --max-bytes, an image is still crawled as before, its record cut at exactly that size."""
+    site.route("/big.png", body=bytes(range(256)) * 1000, content_type="image/png")
+    rig = Rig(warc_dir, max_bytes=100_000)
+    r = rig.fetch(site.url("/big.png"))
+    assert isinstance(r, Response) and r.status == 200 and r.size == 256_000
     [resp] = responses(rig.records())
-    assert resp.http.get_header("Content-Type") == "image/png"  # type: ignore[union-attr]
-    assert resp.h("WARC-Truncated") == "unspecified" and resp.raw == b""
+    assert resp.h("WARC-Truncated") == "length" and resp.raw == (bytes(range(256)) * 1000)[:100_000]
+
+
+def test_a_body_not_read_is_archived_within_max_time(site: TestSite, warc_dir: Path) -> None:
+    site.trickle("/drip.bin", total_bytes=5000, bytes_per_second=1000, content_type="application/octet-stream")
+    rig = Rig(warc_dir, max_time=0.5)
+    rig.fetch(site.url("/drip.bin"))
+    [resp] = responses(rig.records())
+    assert resp.h("WARC-Truncated") == "time" and 0 < len(resp.raw) < 5000
 
 
 def test_trickle_is_marked_time(site: TestSite, warc_dir: Path) -> None:
@@ -556,6 +588,17 @@ def test_a_failed_write_is_cut_back_off(tmp_path: Path, monkeypatch: pytest.Monk
 # --------------------------------------------------------------------------- end to end
 
 
+def crawl_with_warc(seed: str, tmp_path: Path, *options: str) -> Path:
+    """Run `crawl w SEED --warc` (2 workers, no delay) in a subprocess; the project's warc folder."""
+    projects = tmp_path / "projects"
+    result = subprocess.run(
+        [sys.executable, str(MAIN), "crawl", "w", seed, "--warc", "--workers", "2", "--delay", "0",
+         "--projects-dir", str(projects), *options],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return projects / "w" / "warc"
+
+
 def test_crawl_with_warc_end_to_end(site: TestSite, tmp_path: Path) -> None:
     """`crawl --warc` writes projects/NAME/warc/*.warc.gz with robots.txt and every page.
 
@@ -567,13 +610,7 @@ def test_crawl_with_warc_end_to_end(site: TestSite, tmp_path: Path) -> None:
     site.route("/a.html", body=PAGE)
     packed = gzip.compress(PAGE)
     site.route("/gz.html", body=packed, headers={"Content-Encoding": "gzip"})
-    projects = tmp_path / "projects"
-    result = subprocess.run(
-        [sys.executable, str(MAIN), "crawl", "w", site.url("/"), "--warc", "--workers", "2", "--delay", "0",
-         "--projects-dir", str(projects)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stdout + result.stderr
-    folder = projects / "w" / "warc"
+    folder = crawl_with_warc(site.url("/"), tmp_path)
     assert files(folder) and not list(folder.glob("*.open"))
     recs = read_all(folder)
     targets = {r.h("WARC-Target-URI") for r in responses(recs)}
@@ -581,3 +618,21 @@ def test_crawl_with_warc_end_to_end(site: TestSite, tmp_path: Path) -> None:
     [gz] = [r for r in responses(recs) if r.h("WARC-Target-URI") == site.url("/gz.html")]
     assert gz.raw == packed and gz.content == PAGE
     assert all(NAME.match(p.name) for p in files(folder))
+
+
+def test_crawl_with_warc_archives_every_body(site: TestSite, tmp_path: Path) -> None:
+    """`crawl --warc`: every response record has its whole body (digests checked by warcio), an
+    image, a PDF and a 404 page included: none is WARC-Truncated, each holds its Content-Length."""
+    png = b"\x89PNG" + bytes(range(256)) * 40
+    site.route("/", body='<html><body><a href="/pic.png">p</a> <a href="/doc.pdf">d</a> '
+                         '<a href="/missing">m</a> <a href="/a.html">a</a></body></html>')
+    site.route("/a.html", body=PAGE)
+    site.route("/pic.png", body=png, content_type="image/png")
+    site.route("/doc.pdf", body=b"%PDF-1.4 " + bytes(5000), content_type="application/pdf")
+    got = {r.h("WARC-Target-URI"): r for r in responses(read_all(crawl_with_warc(site.url("/"), tmp_path)))}
+    assert {site.url(p) for p in ("/", "/a.html", "/pic.png", "/doc.pdf", "/missing", "/robots.txt")} <= set(got)
+    for uri, rec in got.items():
+        assert rec.h("WARC-Truncated") is None, uri
+        assert len(rec.raw) == int(rec.http.get_header("Content-Length")), uri  # type: ignore[union-attr]
+    assert got[site.url("/pic.png")].raw == png
+    assert got[site.url("/missing")].http.get_statuscode() == "404"  # type: ignore[union-attr]

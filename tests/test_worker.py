@@ -677,3 +677,55 @@ def test_internal_error_on_a_redirect_target_settles_the_target(site: TestSite) 
     assert store.inflight == {} and failed(store) == {}
     assert [(e.url, e.attempts) for e in store.pending] == [(site.url("/boom"), 1)]   # tried again later
     assert crawled(store)[site.url("/from")][0] == "301"
+
+
+class SlowHoldStore(MemoryStore):
+    """A store whose host updates take ``lag`` seconds of the fake clock the first time and none
+    after: a round trip that was slow once, as a loaded Redis or disk makes it."""
+
+    def __init__(self, clock: FakeClock, lag: float) -> None:
+        super().__init__()
+        self.clock, self.lag = clock, lag
+
+    def update_host(self, host, change):  # type: ignore[no-untyped-def]
+        self.clock.now += self.lag
+        self.lag = 0.0
+        return super().update_host(host, change)
+
+
+class SendTimes:
+    """A real Fetcher that notes the fake clock as each request leaves."""
+
+    def __init__(self, config: CrawlConfig, clock: FakeClock) -> None:
+        from spider.fetch import Fetcher
+
+        self.inner, self.clock, self.sent = Fetcher(config), clock, []
+
+    def fetch(self, url: str, **kw):  # type: ignore[no-untyped-def]
+        self.sent.append(self.clock())
+        return self.inner.fetch(url, **kw)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_slow_store_round_trip_never_shortens_the_gap_between_two_requests(site: TestSite) -> None:
+    # _hold_host sets the host's slot from a time read before its store round trip; when that
+    # round trip is slow once, the next request (slot = that time + delay) left less than one
+    # delay after this one (seen on Redis under load: 0.185 s against --delay 0.2).
+    site.route("/", body='<a href="/a">a</a>')
+    site.route("/a", body='<a href="/b">b</a>')
+    site.route("/b", body="done")
+    clock = FakeClock()
+    config = make_config(site.url("/"), delay=0.2)
+    store = SlowHoldStore(clock, lag=0.05)
+    fetcher = SendTimes(config, clock)
+    spider = Spider(config, store, fetcher=fetcher, clock=clock, wait=clock.wait)  # type: ignore[arg-type]
+    try:
+        store.add([QueueEntry(site.url("/"))])
+        run(spider)
+    finally:
+        spider.close()
+    assert len(fetcher.sent) == 3, fetcher.sent
+    gaps = [b - a for a, b in zip(fetcher.sent, fetcher.sent[1:])]
+    assert all(g >= 0.2 - 1e-9 for g in gaps), gaps

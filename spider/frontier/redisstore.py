@@ -7,8 +7,10 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 
 - ``P:q:{host}`` / ``P:r:{host}``: pending lines of the host (rechecks in ``r``), a sorted set whose
   member is the queue line and whose score is ``Order.key`` packed into one number
-  (``score * 2**36 + seq``, ``- seq`` for dfs); ``P:d:{host}``: retries not due yet, scored by
-  ``not_before``, the member ``"<key> <line>"``.
+  (``score * 2**36 + seq``, ``- seq`` for dfs); a member of ``q`` written by ``add`` is a block of
+  up to 64 lines of one host and score (``pending_lines``): ~20 bytes of Redis memory over the
+  URL a pending URL, not ~100. ``P:d:{host}``: retries not due yet, scored by ``not_before``, the
+  member ``"<key> <line>"``.
 - ``P:hosts`` / ``P:rhosts``: each host's best key (all lines / rechecks), the claim step's index;
   ``P:dhosts``: each host's earliest retry time.
 - ``P:h:{host}``: the host's politeness state (``next``, ``delay``, ``failures``, ``reason``), its
@@ -21,6 +23,7 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 - ``P:log:NAME``: the lines of crawled.txt, failed.txt, rejected.txt and the other logs, a list of
   the same text lines the files hold. ``P:counts``: counters; ``P:owners``: in flight per owner;
   ``P:held:OWNER``: the hosts an owner leases; ``P:texts``: first URL of each page text hash.
+- ``P:robots:{host}``: the host's robots.txt (``spider.cluster.RedisRobots``; push and pull too).
 
 The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
 (with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
@@ -40,6 +43,8 @@ from __future__ import annotations
 import functools
 import math
 import socket
+import threading
+import time
 from dataclasses import replace
 from hashlib import blake2b
 from typing import Any, Callable, Iterable, TypeVar
@@ -63,7 +68,11 @@ LIST_OF = {"failed": "failed", "rejected": "rejected"}   # a settle's record goe
 COUNTED = ("crawled", "failed", "hop", "rejected", "rechecked")
 
 _LUA_COMMON = r"""
-local PFX = ARGV[1]
+local PFX, OPS = ARGV[1], nil
+do   -- "PREFIX\0OPS": writes the worker buffered since its last call (RedisStore._carry)
+  local z = string.find(PFX, '\0', 1, true)
+  if z then OPS = string.sub(PFX, z + 1); PFX = string.sub(PFX, 1, z - 1) end
+end
 local function k(name) return PFX .. ':' .. name end
 local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' end
 local function num(x) return string.format('%.0f', x) end
@@ -105,16 +114,59 @@ local function push(host, line, score, lifo, not_before, touched)
   if tonumber(not_before) > 0 then
     added = redis.call('ZADD', hk('d', host), not_before, key .. ' ' .. line)
     redelay(host)
+  elseif touched and not is_recheck(line) then
+    -- A batch's lines of one host and one score: no other line of the host can ever get a key
+    -- between theirs (keys are score, then a sequence number), so they are pending as blocks.
+    local id = host .. '\n' .. score
+    local b = touched.blocks[id]
+    if b == nil then b = {host = host}; touched.blocks[id] = b end
+    b[#b + 1] = {tonumber(key), key, line}
+    added = 1
   else
     added = push_ready(host, key, line)
-    if touched then touched[host] = true else reindex(host) end
+    if touched then touched.hosts[host] = true else reindex(host) end
   end
-  if touched then touched[''] = (touched[''] or 0) + added
+  if touched then touched.n = touched.n + added
   else redis.call('HINCRBY', k('counts'), 'pending', added) end
 end
+-- A block is one member of P:q:{host} for up to 64 lines, "line LF step SP line LF ...", scored
+-- by its first line's key, each step the next line's key less the line's before: a sorted-set entry costs ~100 bytes of Redis memory besides its member,
+-- once a block, not once a URL (bench/redis_memory.py). A later line whose source (the page that
+-- linked to it) is the first line's ends in TAB '^' instead: a page's links share their source.
+local SOURCE = '^[^\t]*\t[^\t]*\t[^\t]*\t[^\t]*\t([^\t]*)$'
 local function flush(touched)
-  for host, _ in pairs(touched) do if host ~= '' then reindex(host) end end
-  if touched[''] then redis.call('HINCRBY', k('counts'), 'pending', touched['']) end
+  for _, b in pairs(touched.blocks) do
+    table.sort(b, function(x, y) return x[1] < y[1] end)
+    for i = 1, #b, 64 do
+      local parts = {b[i][3]}
+      local src = string.match(b[i][3], SOURCE)
+      for j = i + 1, math.min(#b, i + 63) do
+        local line = b[j][3]
+        if src and string.match(line, SOURCE) == src then line = string.sub(line, 1, -#src - 1) .. '^' end
+        parts[#parts + 1] = num(b[j][1] - b[j - 1][1]) .. ' ' .. line
+      end
+      redis.call('ZADD', hk('q', b.host), b[i][2], table.concat(parts, '\n'))
+    end
+    touched.hosts[b.host] = true
+  end
+  for host, _ in pairs(touched.hosts) do reindex(host) end
+  if touched.n ~= 0 then redis.call('HINCRBY', k('counts'), 'pending', touched.n) end
+end
+local function batch() return {hosts = {}, blocks = {}, n = 0} end
+-- take the first line of a pending member (a line or a block); the rest stays, scored by its next key
+local function take_first(zkey, member, key)
+  redis.call('ZREM', zkey, member)
+  local lf = string.find(member, '\n', 1, true)
+  if not lf then return member end
+  local first = string.sub(member, 1, lf - 1)
+  local sp = string.find(member, ' ', lf + 1, true)
+  local rest = string.sub(member, sp + 1)
+  local lf2 = string.find(rest, '\n', 1, true) or (#rest + 1)
+  if string.sub(rest, lf2 - 2, lf2 - 1) == '\t^' then   -- the new first line says its source
+    rest = string.sub(rest, 1, lf2 - 2) .. string.match(first, '[^\t]*$') .. string.sub(rest, lf2)
+  end
+  redis.call('ZADD', zkey, num(tonumber(key) + tonumber(string.sub(member, lf + 1, sp - 1))), rest)
+  return first
 end
 local function packed_has(bucket, fp)
   local at = 1
@@ -193,13 +245,75 @@ local function maybe_release(host, owner)
   end
   end_lease(host)
 end
+-- settle a claim (RedisStore.settle): 1, or 0 when it is no longer this owner's (lease lost)
+local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb, lease)
+  local f = hk('f', host)
+  local cur = redis.call('HGET', f, url)
+  if not cur then return 0 end
+  local o, t = string.match(cur, '^([^\t]*)\t([^\t]*)\t')
+  if o ~= owner or (tok ~= '' and t ~= tok) then return 0 end
+  redis.call('HDEL', f, url)
+  if redis.call('HLEN', f) == 0 then redis.call('SREM', k('fhosts'), host) end
+  redis.call('HINCRBY', k('counts'), 'inflight', -1)
+  if redis.call('HINCRBY', k('owners'), owner, -1) <= 0 then redis.call('HDEL', k('owners'), owner) end
+  if record ~= '' then redis.call('RPUSH', k('log:' .. logname), record) end
+  if kind == 'crawled' or kind == 'failed' or kind == 'hop' or kind == 'rejected' or kind == 'rechecked' then
+    redis.call('HINCRBY', k('counts'), kind, 1)
+  end
+  if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
+  local h = hk('h', host)
+  if redis.call('HGET', h, 'lowner') == owner then
+    local untl = server_ms() + tonumber(lease)
+    redis.call('HSET', h, 'luntil', num(untl))
+    redis.call('ZADD', k('leases'), num(untl), host)
+    maybe_release(host, owner)
+  end
+  return 1
+end
+-- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
+local function renew(owner, lease, from)
+  local held = {}
+  local untl = num(server_ms() + tonumber(lease))
+  for i = from, #ARGV do
+    local h = hk('h', ARGV[i])
+    if redis.call('HGET', h, 'lowner') == owner then
+      redis.call('HSET', h, 'luntil', untl)
+      redis.call('ZADD', k('leases'), untl, ARGV[i])
+      held[#held + 1] = ARGV[i]
+    end
+  end
+  return held
+end
+-- a host's slot, only ever later
+local function later_slot(host, nxt)
+  local cur = redis.call('HGET', hk('h', host), 'next')
+  if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', host), 'next', nxt) end
+end
+-- the buffered writes, in order: netstrings "N:bytes", each op its name then its fields
+if OPS then
+  local f, at = {}, 1
+  while at <= #OPS do
+    local colon = string.find(OPS, ':', at, true)
+    local n = tonumber(string.sub(OPS, at, colon - 1))
+    f[#f + 1] = string.sub(OPS, colon + 1, colon + n)
+    at = colon + n + 1
+  end
+  local i = 1
+  while i <= #f do
+    local op = f[i]
+    if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
+    elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
+    elseif op == 'S' then settle(unpack(f, i + 1, i + 13)); i = i + 14
+    else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
+  end
+end
 """
 
 # add: ARGV 1 prefix, 2 lifo, 3 host budget ('' none), then one argument an entry (one string,
 # since encoding arguments is most of the client's work): the 8-byte fingerprint, then
 # host LF score LF queue line [LF rejected line, for the host budget]
 _ADD = _LUA_COMMON + r"""
-local out, touched = {}, {}
+local out, touched = {}, batch()
 for i = 4, #ARGV do
   local fp = string.sub(ARGV[i], 1, 8)
   local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
@@ -212,6 +326,7 @@ for i = 4, #ARGV do
       if packed_add(PFX .. ':over:' .. string.sub(bucket, #PFX + 7), fp) then
         redis.call('RPUSH', k('log:rejected'), refused .. '\n')
       end
+      result = 2
     else
       redis.call('SET', bucket, packed .. fp)
       redis.call('HINCRBY', hk('h', host), 'admitted', 1)
@@ -237,16 +352,17 @@ return 1
 # key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
-_SELECT = _LUA_COMMON + r"""
-local now = tonumber(ARGV[2])
+_SELECT_FN = r"""
+local function select_hosts(nowarg, limitarg, cap, owner, share, letgo)
+local now = tonumber(nowarg)
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('leases'), '-inf', num(server_ms()))) do
   local o = redis.call('HGET', hk('h', host), 'lowner')
   if o then give_back(host, o) end
   end_lease(host)
 end
-for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', ARGV[2])) do
+for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', nowarg)) do
   local d = hk('d', host)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', d, '-inf', ARGV[2])) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', d, '-inf', nowarg)) do
     local sp = string.find(m, ' ', 1, true)
     redis.call('ZREM', d, m)
     if push_ready(host, string.sub(m, 1, sp - 1), string.sub(m, sp + 1)) == 0 then
@@ -258,34 +374,34 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', ARGV[2]))
 end
 local c = redis.call('HMGET', k('counts'), 'pending', 'inflight', 'crawled', 'failed')
 local inflight = tonumber(c[2] or '0')
-local limit = tonumber(ARGV[3])
+local limit = tonumber(limitarg)
 local room = limit
-if ARGV[4] ~= '' then
-  room = math.max(0, math.min(limit, tonumber(ARGV[4]) - tonumber(c[3] or '0') - tonumber(c[4] or '0') - inflight))
+if cap ~= '' then
+  room = math.max(0, math.min(limit, tonumber(cap) - tonumber(c[3] or '0') - tonumber(c[4] or '0') - inflight))
 end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local index = room > 0 and k('hosts') or k('rhosts')
-for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. ARGV[5]))) do
+for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. owner))) do
   local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
-  if nxt > now + tonumber(ARGV[7]) then
+  if nxt > now + tonumber(letgo) then
     local busy = false
     for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-      if first_field(v) == ARGV[5] then busy = true; break end
+      if first_field(v) == owner then busy = true; break end
     end
     if not busy then end_lease(host) end
   end
 end
-local held = redis.call('SCARD', k('held:' .. ARGV[5]))
+local held = redis.call('SCARD', k('held:' .. owner))
 local ready, start = {}, 0
 while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
   if #hosts == 0 then break end
   for _, host in ipairs(hosts) do
     local st = redis.call('HMGET', hk('h', host), 'next', 'lowner')
-    if st[2] and st[2] ~= ARGV[5] then
+    if st[2] and st[2] ~= owner then
       -- another worker's host (an expired lease was taken back above)
-    elseif not st[2] and ARGV[6] ~= '' and held >= tonumber(ARGV[6]) then
+    elseif not st[2] and share ~= '' and held >= tonumber(share) then
       -- a free host, but this worker holds its share of hosts already
     elseif st[1] and tonumber(st[1]) > now then
       later(tonumber(st[1]))
@@ -309,23 +425,16 @@ for i = 1, #d, 2 do
   end
   if nb then later(math.max(nb, tonumber(redis.call('HGET', hk('h', host), 'next') or '0'))) end
 end
-local out = {tostring(room), wait and string.format('%.17g', wait) or '', c[1] or '0', tostring(inflight)}
-for _, host in ipairs(ready) do out[#out + 1] = host end
-return out
+return room, wait, c[1] or '0', inflight, ready
+end
 """
 
-# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, then pairs
-# (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
-# URLs, best key first among them, each with its host's lease. Returns
-# {wait ('' none), pending, in flight, line, token, line, token, ...}.
-_CLAIM = _LUA_COMMON + r"""
-local owner, now, room = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
-local slot = {}
-for i = 7, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
+_CLAIM_FN = r"""
+local function claim_from(owner, now, lease, room, limit, slot)
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local out, taken = {}, 0
-while taken < tonumber(ARGV[6]) do
+while taken < tonumber(limit) do
   local best, bz, bline, bkey = nil, nil, nil, nil
   for host, _ in pairs(slot) do
     local lo, lu, nx = unpack(redis.call('HMGET', hk('h', host), 'lowner', 'luntil', 'next'))
@@ -350,8 +459,8 @@ while taken < tonumber(ARGV[6]) do
     if not ok then slot[host] = nil end
   end
   if best == nil then break end
-  redis.call('ZREM', hk(bz, best), bline)
-  local tok = hold(best, owner, ARGV[4])
+  bline = take_first(hk(bz, best), bline, bkey)
+  local tok = hold(best, owner, lease)
   local nxt = slot[best]
   if nxt ~= '0' then
     local cur = redis.call('HGET', hk('h', best), 'next')
@@ -364,11 +473,55 @@ while taken < tonumber(ARGV[6]) do
   reindex(best)
   out[#out + 1] = bline
   out[#out + 1] = tok
+  for _, v in ipairs(redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason')) do
+    out[#out + 1] = v or ''
+  end
   taken = taken + 1
   if room > 0 and not is_recheck(bline) then room = room - 1 end
 end
+return wait, out
+end
+"""
+
+_SELECT = _LUA_COMMON + _SELECT_FN + r"""
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+local out = {tostring(room), wait and string.format('%.17g', wait) or '', pending, tostring(inflight)}
+for _, host in ipairs(ready) do out[#out + 1] = host end
+return out
+"""
+
+# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, then pairs
+# (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
+# URLs, best key first among them, each with its host's lease. Returns
+# {wait ('' none), pending, in flight, then per URL: line, token, and its host's next, delay,
+# failures, reason}.
+_CLAIM = _LUA_COMMON + _CLAIM_FN + r"""
+local slot = {}
+for i = 7, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
+local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot)
 local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
 local head = {wait and string.format('%.17g', wait) or '', c[1] or '0', c[2] or '0'}
+for _, x in ipairs(out) do head[#head + 1] = x end
+return head
+"""
+
+# claim in one round trip (a worker's claim of one URL): select and claim in one script, no slot
+# (the client raises the host's slot after, in its next call: the lease keeps others off the host).
+# ARGV 1 prefix, 2 now, 3 --max-pages ('' none), 4 owner, 5 most hosts ('' no limit), 6 let go,
+# 7 lease ms. Returns {room, wait, pending, in flight, line, token, next, delay, failures, reason}.
+_CLAIM_ONE = _LUA_COMMON + _SELECT_FN + _CLAIM_FN + r"""
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+local out = {}
+if #ready > 0 then
+  local slot = {}
+  for _, host in ipairs(ready) do slot[host] = '0' end
+  local w
+  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, 1, slot)
+  if w and (wait == nil or w < wait) then wait = w end
+  local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
+  pending, inflight = c[1] or '0', c[2] or '0'
+end
+local head = {tostring(room), wait and string.format('%.17g', wait) or '', pending, tostring(inflight)}
 for _, x in ipairs(out) do head[#head + 1] = x end
 return head
 """
@@ -402,29 +555,8 @@ return {'ok', string.format('%.17g', start), tok}
 # 9 record ('' none), then for a requeue: 10 host, 11 score, 12 line, 13 not_before; 14 lease ms.
 # Returns 1, or 0 when the claim is no longer this owner's (lease lost): nothing recorded.
 _SETTLE = _LUA_COMMON + r"""
-local host, owner, url, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[7]
-local f = hk('f', host)
-local cur = redis.call('HGET', f, url)
-if not cur then return 0 end
-local o, t = string.match(cur, '^([^\t]*)\t([^\t]*)\t')
-if o ~= owner or (ARGV[6] ~= '' and t ~= ARGV[6]) then return 0 end
-redis.call('HDEL', f, url)
-if redis.call('HLEN', f) == 0 then redis.call('SREM', k('fhosts'), host) end
-redis.call('HINCRBY', k('counts'), 'inflight', -1)
-if redis.call('HINCRBY', k('owners'), owner, -1) <= 0 then redis.call('HDEL', k('owners'), owner) end
-if ARGV[9] ~= '' then redis.call('RPUSH', k('log:' .. ARGV[8]), ARGV[9]) end
-if kind == 'crawled' or kind == 'failed' or kind == 'hop' or kind == 'rejected' or kind == 'rechecked' then
-  redis.call('HINCRBY', k('counts'), kind, 1)
-end
-if ARGV[12] ~= '' then push(ARGV[10], ARGV[12], ARGV[11], ARGV[2], ARGV[13]) end
-local h = hk('h', host)
-if redis.call('HGET', h, 'lowner') == owner then
-  local untl = server_ms() + tonumber(ARGV[14])
-  redis.call('HSET', h, 'luntil', num(untl))
-  redis.call('ZADD', k('leases'), num(untl), host)
-  maybe_release(host, owner)
-end
-return 1
+return settle(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11],
+              ARGV[12], ARGV[13], ARGV[14])
 """
 
 # reissue: ARGV 1 prefix, 2 owner. Every in-flight URL of a dead owner back to pending, its leases ended.
@@ -438,20 +570,76 @@ return n
 """
 
 # renew: ARGV 1 prefix, 2 owner, 3 lease ms, then hosts. Returns the hosts still held.
-_RENEW = _LUA_COMMON + r"""
-local held = {}
-local untl = num(server_ms() + tonumber(ARGV[3]))
-for i = 4, #ARGV do
-  local h = hk('h', ARGV[i])
-  if redis.call('HGET', h, 'lowner') == ARGV[2] then
-    redis.call('HSET', h, 'luntil', untl)
-    redis.call('ZADD', k('leases'), untl, ARGV[i])
-    held[#held + 1] = ARGV[i]
-  end
-end
-return held
+_RENEW = _LUA_COMMON + "return renew(ARGV[2], ARGV[3], 4)"
+
+
+# The scripts below read or write little; each carries the worker's buffered writes like any other.
+_FLUSH = _LUA_COMMON + "return 1"
+
+# first URL of a page text: ARGV 1 prefix, 2 text hash, 3 url
+_TEXT = _LUA_COMMON + r"""
+redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+return redis.call('HGET', k('texts'), ARGV[2])
 """
 
+_KNOWN_FN = r"""
+local function known(fps)
+  local out, buckets = {}, {}
+  for at = 1, #fps, 8 do
+    local fp = string.sub(fps, at, at + 7)
+    local b1, b2 = string.byte(fp, 1, 2)
+    local key = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
+    if buckets[key] == nil then buckets[key] = redis.call('GET', key) or '' end
+    out[#out + 1] = packed_has(buckets[key], fp) and '1' or '0'
+  end
+  return table.concat(out)
+end
+"""
+
+# known: ARGV 1 prefix, 2 the 8-byte fingerprints one after the other. Returns '1' or '0' each.
+_KNOWN = _LUA_COMMON + _KNOWN_FN + "return known(ARGV[2])"
+
+# a page's text and its links at once: ARGV 1 prefix, 2 text hash ('' none), 3 url, 4 the links'
+# fingerprints. Returns {first url with that text, '1' or '0' per link}.
+_FIRST_AND_KNOWN = _LUA_COMMON + _KNOWN_FN + r"""
+local first = ARGV[3]
+if ARGV[2] ~= '' then
+  redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+  first = redis.call('HGET', k('texts'), ARGV[2])
+end
+return {first, known(ARGV[4])}
+"""
+
+# how many lines a host has pending (ready, rechecks, retries): ARGV 1 prefix, 2 host
+_PENDING_ON = _LUA_COMMON + r"""
+local n = redis.call('ZCARD', hk('r', ARGV[2])) + redis.call('ZCARD', hk('d', ARGV[2]))
+for _, m in ipairs(redis.call('ZRANGE', hk('q', ARGV[2]), 0, -1)) do
+  local _, lfs = string.gsub(m, '\n', '')
+  n = n + 1 + lfs
+end
+return n
+"""
+
+HOST_FIELDS = ("next", "delay", "failures", "reason")
+
+# a host's politeness state: ARGV 1 prefix, 2 host
+_STATE = _LUA_COMMON + r"""
+return redis.call('HMGET', hk('h', ARGV[2]), 'next', 'delay', 'failures', 'reason')
+"""
+
+# change a host's politeness state if it is still what the worker read: ARGV 1 prefix, 2 host,
+# 3-6 the fields read ('' none), 7-10 the new ones. Returns {1}, or {0, the fields now} to try again.
+_PUT_HOST = _LUA_COMMON + r"""
+local h = hk('h', ARGV[2])
+local cur = redis.call('HMGET', h, 'next', 'delay', 'failures', 'reason')
+for i = 1, 4 do
+  if (cur[i] or '') ~= ARGV[2 + i] then
+    return {0, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or ''}
+  end
+end
+redis.call('HSET', h, 'next', ARGV[7], 'delay', ARGV[8], 'failures', ARGV[9], 'reason', ARGV[10])
+return {1}
+"""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -487,30 +675,38 @@ class _Seen:
         self._store = store
 
     def __contains__(self, url: object) -> bool:
-        return isinstance(url, str) and bool(self.among([url]))
+        return isinstance(url, str) and bool(self._store.known([url]))
 
-    def among(self, urls: Iterable[str]) -> set[str]:
-        """The URLs among ``urls`` whose fingerprints Redis holds: one pipeline of one GET per
-        bucket, a single round trip for all the links of a page (a GET per link was 40 round
-        trips a page: bench/redis_overhead.py)."""
-        by_bucket: dict[str, list[tuple[bytes, str]]] = {}
-        for url in dict.fromkeys(urls):
-            fp = fingerprint(url)
-            by_bucket.setdefault(self._store._bucket(fp), []).append((fp, url))
-        if not by_bucket:
-            return set()
-        pipe = self._store.r.pipeline(transaction=False)
-        for key in by_bucket:
-            pipe.get(key)
-        try:
-            buckets = pipe.execute()
-        except redis.RedisError as e:
-            raise _store_error(self._store.prefix, e) from None
-        out = set()
-        for (key, wanted), bucket in zip(by_bucket.items(), buckets):
-            held = {bytes(bucket[i:i + 8]) for i in range(0, len(bucket or b""), 8)}
-            out.update(url for fp, url in wanted if fp in held)
-        return out
+
+def pending_lines(member: bytes, key: float) -> list[tuple[bytes, float]]:
+    """The queue lines of one member of ``P:q:{host}`` with their keys: a line, or a block of
+    lines (``line LF step SP line ...``, made by ``add``, each step from the line before's key to
+    its own; a line ending in TAB ``^`` has the first
+    line's source), the member's score the first line's key."""
+    first, *rest = member.split(b"\n")
+    out = [(first, key)]
+    source = first.rsplit(b"\t", 1)[-1]
+    for item in rest:
+        step, line = item.split(b" ", 1)
+        if line.endswith(b"\t^"):   # the same source as the first line's
+            line = line[:-1] + source
+        key += float(step)
+        out.append((line, key))
+    return out
+
+
+def _netstrings(fields: Iterable[object]) -> bytes:
+    """Fields as ``LEN:BYTES`` one after the other (the buffered writes' wire format)."""
+    out = bytearray()
+    for f in fields:
+        b = f if isinstance(f, bytes) else str(f).encode("utf-8", "surrogatepass")
+        out += b"%d:%s" % (len(b), b)
+    return bytes(out)
+
+
+def _host_state(raw: Iterable[bytes | None]) -> HostState:
+    nxt, delay, failures, reason = raw
+    return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
 
 
 class RedisStore:
@@ -521,12 +717,27 @@ class RedisStore:
     seconds: a worker that neither claims nor settles on a host for that long loses it.
     ``max_hosts``, when given, is the most hosts this worker leases at once (its share, so that
     the hosts spread over all workers); a held host whose next slot is more than ``let_go``
-    seconds away (Retry-After, backoff) is let go at the next claim, if nothing of it is in flight."""
+    seconds away (Retry-After, backoff) is let go at the next claim, if nothing of it is in flight.
+
+    Round trips (a worker's page costs at most three on Redis, ``tests/test_redisstore.py``):
+
+    - ``defer`` (a crawl's workers): settles and log lines are kept and sent with the worker's
+      next script, whatever it is (their own atomic steps, applied first, in order). A worker
+      killed before that loses them as it would lose a page it had not settled: the URL is in
+      flight and comes back pending when its lease runs out. ``settle`` then answers True at once;
+      the fencing check is made when it is sent, and a refused settle records nothing.
+    - A claim of one URL is one script; the host's slot is raised in the next call (the lease
+      keeps every other worker off the host meanwhile).
+    - The state of a host this worker leases is the one its claim read, kept until it settles
+      there: no other worker changes it while the lease runs (``update_host`` still checks, and
+      tries again if it did). ``holds`` answers without asking while the lease cannot have run
+      out: less than half a lease since the claim or renewal that granted it, on this machine's
+      monotonic clock, which runs on through a SIGSTOP."""
 
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
                  order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None,
-                 let_go: float = 10.0) -> None:
+                 let_go: float = 10.0, defer: bool = False) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -537,14 +748,23 @@ class RedisStore:
         self.lease_ms = max(1, int(lease * 1000))
         self.max_hosts = max_hosts
         self.let_go = let_go
+        self.defer = defer
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
         self._held: set[str] = set()        # hosts this instance took a lease on
+        self._granted: dict[str, float] = {}   # host -> monotonic time before the call that leased it
+        self._states: dict[str, tuple[HostState, tuple[bytes, ...]]] = {}   # leased hosts' state, raw
+        self._ops: list[bytes] = []         # buffered writes, sent with the next script (``_carry``)
+        self._ops_lock = threading.Lock()
+        self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
         reg = client.register_script
         self._add_script, self._requeue_script, self._select = reg(_ADD), reg(_REQUEUE), reg(_SELECT)
         self._claim_script, self._admit, self._settle = reg(_CLAIM), reg(_ADMIT), reg(_SETTLE)
-        self._reissue, self._renew = reg(_REISSUE), reg(_RENEW)
+        self._reissue, self._renew, self._claim_one = reg(_REISSUE), reg(_RENEW), reg(_CLAIM_ONE)
+        self._flush_script, self._text, self._known = reg(_FLUSH), reg(_TEXT), reg(_KNOWN)
+        self._state, self._put_host, self._first_known = reg(_STATE), reg(_PUT_HOST), reg(_FIRST_AND_KNOWN)
+        self._pending_on = reg(_PENDING_ON)
 
     @classmethod
     def from_url(cls, url: str, name: str, **kw: Any) -> "RedisStore":
@@ -579,12 +799,70 @@ class RedisStore:
     def _score(self, e: QueueEntry) -> int:
         return max(-SCORE_LIMIT, min(SCORE_LIMIT, self.order.score(e.url, e.depth)))
 
+    # -- buffered writes ---------------------------------------------------------------------------
+    def _buffer(self, *fields: object) -> None:
+        with self._ops_lock:
+            self._ops.append(_netstrings(fields))
+        if not self.defer:
+            self.flush()
+
+    def _carry(self) -> bytes | str:
+        """The prefix argument of a script, with the buffered writes after a NUL (the script
+        applies them first). Only the worker's own thread sends them: the lease thread's
+        scripts (renew, shed) take the plain prefix, so writes keep their order."""
+        with self._ops_lock:
+            ops, self._ops = self._ops, []
+        if not ops:
+            return self.prefix
+        return self.prefix.encode("utf-8", "surrogatepass") + b"\0" + b"".join(ops)
+
+    @_one_line_errors
+    def flush(self) -> None:
+        """Send the buffered writes now (before a read that must see them, and at a stop)."""
+        if self._ops:
+            self._flush_script(args=[self._carry()])
+
+    # -- leases seen from here -----------------------------------------------------------------
+    def _granted_now(self, hosts: Iterable[str], since: float) -> None:
+        for host in hosts:
+            self._granted[host] = since
+
+    def _drop(self, host: str) -> None:
+        self._granted.pop(host, None)
+        self._states.pop(host, None)
+
+    def leased(self, host: str) -> bool:
+        """Does this worker surely still lease ``host``? True only less than half a lease after
+        the call that granted or renewed it (sent after ``since``): Redis cannot have let it go."""
+        since = self._granted.get(host)
+        return since is not None and time.monotonic() - since < self.lease_ms / 2000
+
     # -- counts ----------------------------------------------------------------------------------
+    @_one_line_errors
     def known(self, urls: Iterable[str]) -> set[str]:
-        return self.seen.among(urls)
+        """Which URLs Redis has seen: one script for all the links of a page (a GET per link was
+        40 round trips a page: bench/redis_overhead.py). URLs all from the last ``add`` are
+        answered from what that add was told (``Spider.add_links_to_queue`` asks right after)."""
+        todo = list(dict.fromkeys(urls))
+        if not todo:
+            return set()
+        added, self._added = self._added, {}   # answered once: the next question asks Redis
+        if added and all(u in added for u in todo):
+            return {u for u in todo if added[u]}
+        flags = self._known(args=[self._carry(), b"".join(fingerprint(u) for u in todo)])
+        return {u for u, f in zip(todo, flags) if f == ord("1")}
+
+    @_one_line_errors
+    def first_and_known(self, text_hash: str | None, url: str, links: Iterable[str]) -> tuple[str, set[str]]:
+        """``first_with_text`` and ``known`` in one script: a page's two questions, one round trip."""
+        todo = list(dict.fromkeys(links))
+        first, flags = self._first_known(args=[self._carry(), text_hash or "", url,
+                                               b"".join(fingerprint(u) for u in todo)])
+        return first.decode("utf-8", "replace"), {u for u, f in zip(todo, flags) if f == ord("1")}
 
     @_one_line_errors
     def counts(self) -> Counts:
+        self.flush()
         raw, owners = self.r.pipeline().hgetall(self.key("counts")).hgetall(self.key("owners")).execute()
         n = {k.decode(): int(v) for k, v in raw.items()}
         mine = self.machine + "/"
@@ -603,40 +881,67 @@ class RedisStore:
         todo = list(entries)
         cap = "" if self.max_per_host is None else str(self.max_per_host)
         new: list[QueueEntry] = []
+        self._added = {}
         for i in range(0, len(todo), ADD_BATCH):
             batch = todo[i:i + ADD_BATCH]
-            args: list[Any] = [self.prefix, self._lifo, cap]
+            args: list[Any] = [self._carry(), self._lifo, cap]
             for e in batch:
                 refused = "\n" + rejected_line(e.url, "host budget", e.source)[:-1] if cap else ""
                 args.append(fingerprint(e.url) + f"{host_key(e.url)}\n{self._score(e)}\n{e.line()[:-1]}{refused}"
                             .encode("utf-8", "surrogatepass"))
             got = self._add_script(args=args)
-            new += [e for e, ok in zip(batch, got) if ok]
+            new += [e for e, ok in zip(batch, got) if ok == 1]
+            self._added.update((e.url, ok != 2) for e, ok in zip(batch, got))
         return new
 
     @_one_line_errors
-    def requeue(self, entries: Iterable[QueueEntry]) -> int:
-        """Queue entries whatever deduplication says (rechecks of crawled pages); returns how many."""
-        args: list[Any] = [self.prefix, self._lifo]
+    def requeue(self, entries: Iterable[QueueEntry], client: Any = None) -> int:
+        """Queue entries whatever deduplication says (rechecks of crawled pages); returns how many.
+        ``client``: a transaction to run it in (``recrawl --failed`` moves failed URLs back in one);
+        the buffered writes do not go in it (a transaction may be dropped and tried again)."""
+        if client is not None:
+            self.flush()
+        args: list[Any] = [self.prefix if client is not None else self._carry(), self._lifo]
         for e in entries:
             args += [host_key(e.url), self._score(e), e.line()[:-1], self._time(e.not_before)]
         if len(args) > 2:
-            self._requeue_script(args=args)
+            self._requeue_script(args=args, client=client)
         return (len(args) - 2) // 4
 
     @staticmethod
     def _time(t: float) -> str:
         return f"{t:.3f}" if t > 0 else "0"
 
+    @staticmethod
+    def _slot(now: float, delay: float) -> str:
+        # Rounded up to the millisecond, as the file store writes it: politeness never shrinks.
+        return f"{math.ceil((now + delay) * 1000) / 1000:.3f}"
+
     # -- the claim step --------------------------------------------------------------------------
     @_one_line_errors
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         """Take up to ``limit`` URLs, best key first among hosts that are ready and not another
-        worker's, each with its host's lease. Two round trips: select finds the hosts, then claim
-        takes their URLs (the hosts' delays come from ``delay_for`` in between)."""
+        worker's, each with its host's lease. One URL (a worker's claim) is one script, its host's
+        slot raised in the next call; more take two: select finds the hosts, then claim takes
+        their URLs with the slots from ``delay_for`` (one URL per host when it has a delay)."""
         cap = "" if self.max_pages is None else str(self.max_pages)
         share = "" if self.max_hosts is None else str(self.max_hosts)
-        sel = self._select(args=[self.prefix, repr(now), limit, cap, self._who, share, repr(self.let_go)])
+        since = time.monotonic()
+        if limit == 1:
+            got = self._claim_one(args=[self._carry(), repr(now), cap, self._who, share, repr(self.let_go),
+                                        self.lease_ms])
+            room, wait = int(got[0]), _time_or_none(got[1])
+            taken = self._taken(got[4:], since)
+            for c in taken:
+                host = host_key(c.url)
+                delay = delay_for(host)
+                if delay > 0:
+                    self._later_slot(host, self._slot(now, delay))
+            if taken and room and taken[0].entry.kind != "recheck":
+                room -= 1
+            return ClaimResult(taken, int(got[2]), int(got[3]), wait,
+                               room == 0 and not taken and wait is None)
+        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go)])
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:
@@ -644,21 +949,38 @@ class RedisStore:
             for h in sel[4:]:
                 host = h.decode()
                 delay = delay_for(host)
-                # Rounded up to the millisecond, as the file store writes it: politeness never shrinks.
-                args += [host, f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"]
+                args += [host, self._slot(now, delay) if delay > 0 else "0"]
             got = self._claim_script(args=args)
             w = _time_or_none(got[0])
             if w is not None:
                 wait = w if wait is None else min(wait, w)
             pending, in_flight = int(got[1]), int(got[2])
-            for line, token in zip(got[3::2], got[4::2]):
-                entry = parse_queue_line(line.decode("utf-8", "replace"))
-                self._tokens[entry.url] = token.decode()
-                self._held.add(host_key(entry.url))
-                taken.append(Claim(entry, self.owner))
-                if room and entry.kind != "recheck":
-                    room -= 1
+            taken = self._taken(got[3:], since)
+            room = max(0, room - sum(1 for c in taken if c.entry.kind != "recheck")) if room else room
         return ClaimResult(taken, pending, in_flight, wait, room == 0 and not taken and wait is None)
+
+    def _taken(self, raw: list[bytes], since: float) -> list[Claim]:
+        """The claims of a claim script's answer: line, token and the host's state, per URL."""
+        out = []
+        for i in range(0, len(raw), 6):
+            entry = parse_queue_line(raw[i].decode("utf-8", "replace"))
+            host = host_key(entry.url)
+            self._tokens[entry.url] = raw[i + 1].decode()
+            self._held.add(host)
+            self._granted[host] = since
+            state = tuple(x or None for x in raw[i + 2:i + 6])
+            self._states[host] = (_host_state(state), state)
+            out.append(Claim(entry, self.owner))
+        return out
+
+    def _later_slot(self, host: str, slot: str) -> None:
+        """Raise the host's slot (never lower it), sent with the next call."""
+        cached = self._states.get(host)
+        if cached is not None:
+            state, raw = cached
+            if raw[0] is None or float(slot) > float(raw[0]):
+                self._states[host] = (replace(state, next_allowed=float(slot)), (slot.encode(), *raw[1:]))
+        self._buffer("N", host, slot)
 
     @_one_line_errors
     def admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
@@ -666,12 +988,15 @@ class RedisStore:
         its host is another worker's (then it is left pending for that worker)."""
         fp = fingerprint(entry.url)
         host = host_key(entry.url)
-        got = self._admit(args=[self.prefix, self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
+        since = time.monotonic()
+        got = self._admit(args=[self._carry(), self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
                                 fp, self._bucket(fp), self._score(entry), entry.line()[:-1]])
         if got[0] != b"ok":
             return None
         self._tokens[entry.url] = got[2].decode()
         self._held.add(host)
+        self._states.pop(host, None)   # the script moved its slot: read it again when asked
+        self._granted[host] = since
         return Claim(entry, self.owner, float(got[1]))
 
     # -- settling --------------------------------------------------------------------------------
@@ -680,26 +1005,34 @@ class RedisStore:
                requeue: QueueEntry | None = None) -> bool:
         """End a claim (kinds as ``FileStore.settle``), its record and requeue in the same script.
         Returns False, recording nothing, when the claim is no longer this worker's: its host's
-        lease expired and another worker took the URL back (the fencing token moved on)."""
+        lease expired and another worker took the URL back (the fencing token moved on). With
+        ``defer`` it is sent with the next call, and answers True (the check is made then)."""
         token = self._tokens.pop(claim.url, "")
         again = ["", "", "", "0"] if requeue is None else \
             [host_key(requeue.url), self._score(requeue), requeue.line()[:-1], self._time(requeue.not_before)]
-        ok = self._settle(args=[self.prefix, self._lifo, host_key(claim.url), f"{self.machine}/{claim.owner}",
-                                claim.url, token, kind, LIST_OF.get(kind, "crawled"), record or "", *again,
-                                self.lease_ms])
-        return bool(ok)
+        host = host_key(claim.url)
+        if not any(host_key(u) == host for u in self._tokens):
+            self._drop(host)   # the settle may let the host go (nothing else of ours in flight there)
+        fields = [self._lifo, host, f"{self.machine}/{claim.owner}", claim.url, token, kind,
+                  LIST_OF.get(kind, "crawled"), record or "", *again, str(self.lease_ms)]
+        if self.defer:
+            self._buffer("S", *fields)
+            return True
+        return bool(self._settle(args=[self._carry(), *fields]))
 
     @_one_line_errors
     def reissue(self, owner: int) -> int:
         """Put the in-flight URLs of a dead worker of this machine back to pending; end its leases."""
-        return int(self._reissue(args=[self.prefix, f"{self.machine}/{owner}"]))
+        return int(self._reissue(args=[self._carry(), f"{self.machine}/{owner}"]))
 
     @_one_line_errors
     def close(self) -> int:
         """A clean stop of this worker: what it still holds goes back to pending and its hosts
         are let go now, for other workers to take at once. Returns how many URLs went back."""
         self._held.clear()
-        return int(self._reissue(args=[self.prefix, self._who]))
+        self._granted.clear()
+        self._states.clear()
+        return int(self._reissue(args=[self._carry(), self._who]))
 
     @_one_line_errors
     def renew_leases(self) -> list[str]:
@@ -707,30 +1040,51 @@ class RedisStore:
         if not self._held:
             return []
         asked = sorted(self._held)   # a copy: a lease thread renews while the worker claims
+        since = time.monotonic()
         held = [h.decode() for h in self._renew(args=[self.prefix, self._who, self.lease_ms, *asked])]
-        self._held -= set(asked) - set(held)   # only the hosts lost; those taken meanwhile stay
+        return self._renewed(asked, held, since)
+
+    def _renewed(self, asked: list[str], held: list[str], since: float) -> list[str]:
+        """After a renewal sent after ``since``: the hosts lost are let go here too."""
+        lost = set(asked) - set(held)
+        self._held -= lost   # only the hosts lost; those taken meanwhile stay
+        for host in lost:
+            self._drop(host)
+        for host in held:
+            if host in self._granted:
+                self._granted[host] = max(self._granted[host], since)
         return held
 
     # -- hosts -----------------------------------------------------------------------------------
+    def _read_host(self, host: str) -> tuple[HostState, tuple[bytes, ...]]:
+        if self.leased(host) and host in self._states:
+            return self._states[host]
+        raw = tuple(self._state(args=[self._carry(), host]))
+        got = (_host_state(raw), raw)
+        if self.leased(host):
+            self._states[host] = got
+        return got
+
     @_one_line_errors
     def host_state(self, host: str) -> HostState:
-        nxt, delay, failures, reason = self.r.hmget(self.per_host("h", host), "next", "delay", "failures", "reason")
-        return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
+        return self._read_host(host)[0]
 
     @_one_line_errors
     def update_host(self, host: str, change: Callable[[HostState], HostState]) -> HostState:
-        """Apply a politeness rule to the host's shared state: optimistic (WATCH, MULTI/EXEC),
-        tried again if another worker changed the host in between."""
-        key = self.per_host("h", host)
-
-        def apply(pipe: Any) -> HostState:
-            new = change(self.host_state(host))
-            pipe.multi()
-            pipe.hset(key, mapping={"next": f"{new.next_allowed:.3f}", "delay": f"{new.delay:.3f}",
-                                    "failures": str(new.failures), "reason": new.reason or "-"})
-            return new
-
-        return self.r.transaction(apply, key, value_from_callable=True)
+        """Apply a politeness rule to the host's shared state: optimistic (the new state is
+        written only if the host's fields are still those read, else read and tried again)."""
+        state, raw = self._read_host(host)
+        while True:
+            new = change(state)
+            fields = (f"{new.next_allowed:.3f}", f"{new.delay:.3f}", str(new.failures), new.reason or "-")
+            got = self._put_host(args=[self._carry(), host, *(x or b"" for x in raw), *fields])
+            if got[0] == 1:
+                written = tuple(f.encode() for f in fields)
+                if self.leased(host):
+                    self._states[host] = (_host_state(written), written)
+                return _host_state(written)
+            raw = tuple(x or None for x in got[1:])
+            state = _host_state(raw)
 
     @_one_line_errors
     def reserve_host(self, host: str, until: float) -> None:
@@ -738,20 +1092,30 @@ class RedisStore:
 
     @_one_line_errors
     def first_with_text(self, text_hash: str, url: str) -> str:
-        key = self.key("texts")
-        self.r.hsetnx(key, text_hash, url)
-        return (self.r.hget(key, text_hash) or url.encode()).decode()
+        return (self._text(args=[self._carry(), text_hash, url]) or url.encode()).decode()
+
+    @_one_line_errors
+    def pending_on(self, host: str) -> int:
+        """How many lines the host has pending (blocks counted by their lines)."""
+        return int(self._pending_on(args=[self.prefix, host]))
 
     # -- logs ------------------------------------------------------------------------------------
     @_one_line_errors
     def log(self, name: str, text: str) -> None:
-        """Append whole lines to a log (``P:log:NAME``, one list item per line)."""
+        """Append whole lines to a log (``P:log:NAME``, one list item per line); with ``defer``,
+        sent with the next call."""
         lines = text.splitlines(keepends=True)
-        if lines:
+        if not lines:
+            return
+        if self.defer:
+            for line in lines:
+                self._buffer("L", name, line)
+        else:
+            self.flush()
             self.r.rpush(self.key(f"log:{name}"), *lines)
 
     @_one_line_errors
     def lines(self, name: str) -> list[str]:
         """The lines of a log, as its file would hold them."""
+        self.flush()
         return [x.decode("utf-8", "replace") for x in self.r.lrange(self.key(f"log:{name}"), 0, -1)]
-

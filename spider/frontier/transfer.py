@@ -4,7 +4,8 @@ Both directions go through an ``Image``, the crawl as plain data (pending queue 
 host states, ...), so each direction is a reader and a writer with pure mappings in between.
 What moves (``P`` is the project's prefix; the keys are ``redisstore.py``'s):
 
-- ``queue.txt`` <-> the pending lines ``P:q|r|d:{host}`` (scored by the crawl order, in
+- ``queue.txt`` <-> the pending lines ``P:q|r|d:{host}`` (a member of ``q`` may be a block of
+  lines, ``redisstore.pending_lines``; scored by the crawl order, in
   queue.txt's order: insertion numbers follow the file), their index and count; every URL
   queued, crawled or failed also gets its fingerprint in ``P:seen:XYZ`` and counts in its host's
   ``admitted`` (deduplication and the host budget, as the file store rebuilds them on open);
@@ -12,8 +13,14 @@ What moves (``P`` is the project's prefix; the keys are ``redisstore.py``'s):
   (``fetch.log``, ``errors.log``, ``duplicates.txt``, ``checks.txt``, ...) <-> ``P:log:NAME``, the
   same lines byte for byte (the column header line is left out in Redis), and the counts;
 - ``hosts.txt`` <-> ``P:h:{host}`` (next, delay, failures, reason); ``hashes.txt`` <-> ``P:texts``;
-- ``settings.txt`` <-> ``P:settings``; ``robots/HOST.txt`` <-> ``P:robots`` (file name -> text);
-  any other state file (``lastmod.txt``, ``stats.txt``, ...) <-> ``P:files`` (file name -> text).
+- ``settings.txt`` <-> ``P:settings``; ``robots/HOST-HASH.txt`` <-> ``P:robots:{host}``, the very
+  key a crawl on Redis reads its robots.txt from (``cluster.RedisRobots``), kept as long as a crawl
+  keeps it (a day past its freshness), so no robots.txt is fetched again after push or pull; a
+  file that is not one host's cache file, or is older than that, <-> ``P:robots`` (name -> text);
+  ``stats.txt`` and ``lastmod.txt`` <-> ``P:log:stats``, ``P:log:lastmod`` (a crawl on Redis appends
+  to them there; lastmod.txt's mtime, when its lines were read, is a ``# sitemaps read at UNIX``
+  line in Redis); any other state file (``unlinked.txt``, ``round.txt``, ...) <-> ``P:files``
+  (file name -> text).
 
 Not moved: ``claims.txt`` (empty once recovered), locks, ``running.txt``, the caches
 (``frontier.txt``, ``frontier.view``, ``census.txt``), ``report.html`` and ``warc/``.
@@ -36,6 +43,7 @@ import os
 import re
 import shutil
 import socket
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,24 +54,28 @@ from filelock import FileLock, Timeout
 from .. import config as settings
 from ..order import Order
 from ..politeness import HostState
+from ..robots import FRESH_FOR, cache_name, load as load_robots
 from ..records import QUEUE_HEADER, first_field, is_data, is_redirect_hop, parse_queue_line
+from ..recrawl import LASTMOD, LASTMOD_READ, lastmod_read_at
 from ..safefs import atomic_write_with
 from ..urls import host_key
 from .contract import StoreError
 from .files import CLAIMS, HASHES, HEADERS, HOSTS, LOGS, QUEUE, read_hosts
 from .recovery import SIGNATURE, is_clean, recover, tidy
-from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint
+from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint, pending_lines
 
 LOCK = "crawl.lock"   # the crawl's own lock (crawl.py): a push holds it as a crawl start does
 SETTINGS = settings.SETTINGS
 SKIPPED = {CLAIMS, "running.txt", SIGNATURE, "census.txt"}   # not state, or empty once recovered
-LOG_FILES = {file: name for name, file in LOGS.items()}
+# stats.txt and lastmod.txt are appended to as well: a crawl on Redis appends their lines to
+# P:log:stats and P:log:lastmod, so they move as logs (a file crawl's lines, then Redis's).
+LOG_FILES = {file: name for name, file in LOGS.items()} | {"stats.txt": "stats", "lastmod.txt": "lastmod"}
 STRUCTURED = {QUEUE, HOSTS, HASHES, SETTINGS, CLAIMS}
 ROBOTS = "robots"
 PIPELINE = 1000        # Redis commands sent per round trip while writing an image
 _PLAIN_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@\[\]-]{0,250}\.(txt|log)")
 _LOG_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
-_PER_HOST = re.compile(r"([qrdhf]):\{([^{}]*)\}")
+_PER_HOST = re.compile(r"([qrdhf]|robots):\{([^{}]*)\}")
 _NAMED = re.compile(r"(seen|over):[0-9a-f]{3}|log:[a-z][a-z0-9_]*|held:[^:]+")
 _FIXED = {"hosts", "rhosts", "dhosts", "leases", "fhosts", "counts", "owners", "seq", "texts",
           "settings", "robots", "files"}
@@ -209,7 +221,8 @@ class Snapshot:
     logs: dict[str, list[bytes]] = field(default_factory=dict)
     texts: dict[bytes, bytes] = field(default_factory=dict)
     settings: bytes | None = None
-    robots: dict[bytes, bytes] = field(default_factory=dict)
+    robots: dict[bytes, bytes] = field(default_factory=dict)                     # P:robots: name -> text
+    host_robots: dict[str, bytes] = field(default_factory=dict)                 # P:robots:{host}
     files: dict[bytes, bytes] = field(default_factory=dict)
 
 
@@ -248,6 +261,7 @@ def image_of(snap: Snapshot, lifo: bool) -> Image:
     img.texts = {h.decode("utf-8", "surrogateescape"): u.decode("utf-8", "surrogateescape") for h, u in snap.texts.items()}
     img.settings = snap.settings
     img.robots = {k.decode("utf-8", "surrogateescape"): v for k, v in snap.robots.items()}
+    img.robots.update((cache_name(host), text) for host, text in snap.host_robots.items())
     img.files = {k.decode("utf-8", "surrogateescape"): v for k, v in snap.files.items()}
     return img
 
@@ -270,6 +284,8 @@ def read_folder(folder: Path) -> Image:
             img.pending = queue_lines(data)
         elif name in LOG_FILES:
             img.logs[LOG_FILES[name]] = log_lines(name, data)
+            if name == LASTMOD:   # its mtime (when its lines were read) as Redis keeps it
+                img.logs["lastmod"].append(f"{LASTMOD_READ} {path.stat().st_mtime:.3f}\n".encode())
         elif name == HOSTS:
             img.hosts = read_hosts(folder)
         elif name == HASHES:
@@ -298,10 +314,16 @@ def write_folder(img: Image, folder: Path) -> None:
         line.encode("utf-8", "surrogateescape") + b"\n" for line in img.pending))
     put(folder / CLAIMS, HEADERS[CLAIMS].encode())
     logs = {"crawled": [], "failed": [], "rejected": [], **img.logs}
+    read_at = None
+    if "lastmod" in logs:
+        read_at = lastmod_read_at(x.decode("utf-8", "replace") for x in logs["lastmod"])
+        logs["lastmod"] = [x for x in logs["lastmod"] if not x.startswith(LASTMOD_READ.encode() + b" ")]
     for name, lines in sorted(logs.items()):
         file = log_file(name)
         if file is not None:
             put(folder / file, HEADERS.get(file, "").encode() + b"".join(lines))
+    if read_at is not None:   # when its lines were read, as a file says it
+        os.utime(folder / LASTMOD, (read_at, read_at))
     put(folder / HOSTS, (HEADERS[HOSTS] + "".join(s.line(h) for h, s in sorted(img.hosts.items()))).encode())
     if img.texts:
         put(folder / HASHES, (HEADERS[HASHES] + "".join(f"{h}\t{u}\n" for h, u in sorted(img.texts.items())))
@@ -431,10 +453,30 @@ def write_image(r: Any, prefix: str, img: Image, order: Order) -> None:
         send("hset", store.key("texts"), mapping=dict(texts[i:i + PIPELINE]))
     if img.settings is not None:
         send("set", store.key("settings"), img.settings)
-    for kind, blobs in (("robots", img.robots), ("files", img.files)):
-        for name, data in blobs.items():
-            send("hset", store.key(kind), name, data)
+    for name, data in img.robots.items():
+        host, until = robots_key_of(name, data)
+        if host is not None and until > time.time() + 60:
+            send("set", store.per_host("robots", host), data, exat=until)
+        else:
+            send("hset", store.key("robots"), name, data)
+    for name, data in img.files.items():
+        send("hset", store.key("files"), name, data)
     pipe.execute()
+
+
+def robots_key_of(name: str, data: bytes) -> tuple[str | None, int]:
+    """The host whose robots/ cache file this is, and until when a crawl keeps it in Redis (its
+    freshness and a day, as ``RedisRobots`` sets it); (None, 0) for a file that is not a host's."""
+    try:
+        text = data.decode("utf-8")
+        url = text.partition("\n")[0].removeprefix("url: ")
+        rules = load_robots(text)
+        host = host_key(url)
+    except (ValueError, KeyError):
+        return None, 0
+    if not host or cache_name(host) != name:
+        return None, 0
+    return host, int(rules.fresh_until + FRESH_FOR)
 
 
 def go_live(r: Any, temp: str, name: str, replace: bool) -> None:
@@ -483,6 +525,8 @@ def read_snapshot(r: Any, prefix: str) -> Snapshot:
         kind, arg = classify(prefix, key.decode("utf-8", "surrogateescape"))  # type: ignore[misc]
         if kind in ("q", "r", "d"):
             pipe.zrange(key, 0, -1, withscores=True)
+        elif kind == "robots" and arg:   # one host's robots.txt, as a crawl on Redis keeps it
+            pipe.get(key)
         elif kind in ("f", "h", "texts", "robots", "files"):
             pipe.hgetall(key)
         elif kind == "log":
@@ -495,8 +539,8 @@ def read_snapshot(r: Any, prefix: str) -> Snapshot:
     got = pipe.execute()
     snap = Snapshot(now_ms=got[0][0] * 1000 + got[0][1] // 1000)
     for (kind, arg), value in zip(wanted, got[1:]):
-        if kind in ("q", "r"):
-            snap.ready.setdefault(arg, []).extend(value)
+        if kind in ("q", "r"):   # a member of q may be a block of lines (RedisStore.add)
+            snap.ready.setdefault(arg, []).extend(x for member, key in value for x in pending_lines(member, key))
         elif kind == "d":
             snap.delayed[arg] = value
         elif kind == "f":
@@ -509,6 +553,9 @@ def read_snapshot(r: Any, prefix: str) -> Snapshot:
             snap.texts = value
         elif kind == "settings":
             snap.settings = value
+        elif kind == "robots" and arg:
+            if value is not None:
+                snap.host_robots[arg] = value
         elif kind == "robots":
             snap.robots = value
         elif kind == "files":
