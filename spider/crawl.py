@@ -94,6 +94,7 @@ class Crawl:
     """One run of ``crawl NAME``: owns the workers and the terminal output."""
 
     _judging = False   # is the parent judging pasted lines (``_pause``)?
+    _census_later = False   # a pasted queue.txt: its census is left to the samples after the fork
 
     def __init__(self, folder: Path, config: CrawlConfig, *, seeds: tuple[str, ...] = (),
                  out: TextIO = sys.stderr, status_every: float | None = None,
@@ -197,7 +198,8 @@ class Crawl:
         for text in settings.warnings_for(cfg):
             self._say(f"warning: {text}")
         self.stats = StatsRecorder(self.folder)
-        if paste is None:   # (a pasted queue is censused by the first sample, while the workers crawl)
+        self._census_later = paste is not None   # (censused by the samples while the workers crawl)
+        if paste is None:
             self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
         def new_store() -> FileStore:
             store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
@@ -386,7 +388,7 @@ class Crawl:
         try:
             # The run's first row of stats.txt before any worker starts: a row taken after them
             # misses what they did first (checks of a recrawl were counted 9 of 11).
-            self._watch(store)
+            self._watch(store, census=not self._census_later)
             first_sample = time.monotonic()
             last_sample = first_sample
             procs = [self._start_worker(store) for _ in range(self.config.workers)]
@@ -470,9 +472,9 @@ class Crawl:
     def _worker_store_error(self, store: FileStore) -> Exception:
         return CrawlError("a worker could not write the project files (see the message above)")
 
-    def _watch(self, store: FileStore) -> None:
+    def _watch(self, store: FileStore, census: bool = True) -> None:
         """At each sample (``sample_every``): a line of stats.txt, and why hosts are held."""
-        self._sample(store.refresh())
+        self._sample(store.refresh(), census)
         self._tell_held_hosts(store)
 
     def _tell_held_hosts(self, store: FileStore) -> None:
@@ -497,10 +499,10 @@ class Crawl:
             self._say("\nstopping: finishing the pages in flight, if any (press Ctrl-C again to stop at once)")
 
     # -- output --------------------------------------------------------------------------------------
-    def _sample(self, c) -> None:  # type: ignore[no-untyped-def]
+    def _sample(self, c, census: bool = True) -> None:  # type: ignore[no-untyped-def]
         """A line of stats.txt; the trap alarm is said once per pattern when it fires."""
         try:
-            self.stats.sample(c.pending, c.in_flight, c.crawled, c.hops, c.failed, c.rejected)
+            self.stats.sample(c.pending, c.in_flight, c.crawled, c.hops, c.failed, c.rejected, census=census)
         except OSError as e:
             self._say(f"warning: cannot write stats.txt: {e.strerror or e}")
             return

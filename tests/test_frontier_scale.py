@@ -13,6 +13,7 @@ from spider.frontier.files import CLAIMS, QUEUE, REJECTED, FileStore
 from spider.frontier.paste import LAZY_BYTES
 from spider.frontier.recovery import is_clean, pasted_from, recover, write_signature
 from spider.records import QueueEntry, crawled_line
+from spider.stats import STATS_EVERY, StatsRecorder, alarm_from_rows, read_stats
 from test_hostile import _five_pages, crawl, page_hits, rows, urls_in
 
 KEY = "settings-key"
@@ -242,3 +243,46 @@ def test_a_crawl_judges_a_big_paste_and_reports_its_bad_line_with_its_number(pro
     assert len(bad) == 1 and bad[0][1].startswith(f"queue.txt:{first + 60_000}: "), bad
     assert f"queue.txt:{first + 60_000}:" in result.stderr
     assert page_hits(site)["/p6"] == 1 and set(page_hits(site).values()) == {1}
+
+
+def sampled_while_judging(folder: Path, trap: list[str] | None = None) -> StatsRecorder:
+    """The crawl's parent judging a paste (``judge_paste``), with a row of stats.txt after each
+    step, 2 s apart as the trap alarm counts them; with ``trap``, a worker queues 1,000 more of
+    those URLs at each step, as a crawl caught in a calendar would."""
+    start = pasted_from(folder, KEY)
+    parent = FileStore(folder, owner=1).open(paste_from=start)
+    parent.drop_index()
+    worker = FileStore(folder, owner=2).open(paste_from=start)
+    stats = StatsRecorder(folder)
+    when = 1_000_000.0
+    while True:
+        left = parent.judge_paste(4_000)
+        if trap:
+            worker.add(QueueEntry(u) for u in trap[:1_000])
+            del trap[:1_000]
+        when += STATS_EVERY
+        c = parent.refresh()
+        stats.sample(c.pending, c.in_flight, c.crawled, c.hops, c.failed, when=when)
+        if not left:
+            return stats
+
+
+def test_a_pasted_url_is_counted_once_by_the_census_so_a_paste_is_no_trap(tmp_path: Path) -> None:
+    stopped_project(tmp_path, [f"{HOST}/old/{i}" for i in range(3)])
+    paste(tmp_path, many(40_000))   # one URL pattern, 99.99 % of the pending queue: no trap (not growing)
+    stats = sampled_while_judging(tmp_path)
+    rows = read_stats(tmp_path)
+    assert len(rows) == 10
+    # Each pasted URL counted once: the pasted line until its stretch is judged, then its copy.
+    assert {(r.top_pattern, r.top_pending) for r in rows} == {("paste.test/page/{n}.html", 40_000)}
+    assert stats.alarm() is None and alarm_from_rows(rows) is None   # what the crawl, status and report say
+
+
+def test_a_trap_found_while_a_paste_is_judged_still_raises_the_alarm(tmp_path: Path) -> None:
+    stopped_project(tmp_path, [f"{HOST}/old/{i}" for i in range(3)])
+    paste(tmp_path, many(40_000))
+    stats = sampled_while_judging(tmp_path, trap=[f"{HOST}/page/{i}.html" for i in range(40_000, 60_000)])
+    top = read_stats(tmp_path)[-1]
+    assert (top.top_pattern, top.top_pending, top.pending) == ("paste.test/page/{n}.html", 50_000, 50_003)
+    assert "possible trap: paste.test/page/{n}.html is 99% of the pending queue" in alarm_from_rows(read_stats(tmp_path))
+    assert stats.alarm() is not None
