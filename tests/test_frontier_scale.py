@@ -286,3 +286,23 @@ def test_a_trap_found_while_a_paste_is_judged_still_raises_the_alarm(tmp_path: P
     assert (top.top_pattern, top.top_pending, top.pending) == ("paste.test/page/{n}.html", 50_000, 50_003)
     assert "possible trap: paste.test/page/{n}.html is 99% of the pending queue" in alarm_from_rows(read_stats(tmp_path))
     assert stats.alarm() is not None
+
+
+def test_a_worker_forked_from_the_judging_parent_builds_its_index_and_claims(tmp_path: Path) -> None:
+    """A replacement worker is forked from the parent while it judges a paste: the dedup table
+    kept, no index (``drop_index``). ``after_fork`` must give it one (the pasted lines judged so
+    far, the old pending ones, lines added by hand meanwhile: a known URL among them dropped)."""
+    old = [f"{HOST}/old/{i}" for i in range(3)]
+    stopped_project(tmp_path, old)
+    pasted = many(40_000)
+    paste(tmp_path, pasted)
+    parent = open_pasted(tmp_path)
+    parent.drop_index()
+    for _ in range(10):
+        parent.judge_paste()
+    paste(tmp_path, [f"{HOST}/old/1", f"{HOST}/typed/0"])   # typed while it runs; the first is queued already
+    left = parent.judge_paste()
+    assert 0 < left < 40_000 and len(parent._frontier) == 0
+    parent.after_fork(2)   # what the forked replacement does first (crawl.py, _worker_main)
+    got = claim_all(parent)
+    assert sorted(got) == sorted(old + pasted + [f"{HOST}/typed/0"])

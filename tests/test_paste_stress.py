@@ -17,13 +17,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from spider.records import is_data
 from spider.urls import normalize
-from test_hostile import FAST, MAIN, _five_pages, crawl
+from test_hostile import FAST, MAIN, _five_pages, crawl, page_hits
 
 # The crawl's own process, with fewer pasted lines judged per step than the default, and each
 # line judged a little slower (0.2 ms more), so the paste is still being judged when the run stops.
@@ -107,3 +108,55 @@ def test_a_paste_judged_by_four_workers_and_the_parent_leaves_queue_txt_as_repor
     assert_agrees(folder, pasted, out)
     out = crawl_stopped(projects_dir, "p", "--max-pages", str(2 + 2 * pages), step=step, sigint_after=1.0)
     assert_agrees(folder, pasted, out)
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def judged_up_to(claims: Path) -> int:
+    """The end of the last pasted stretch judged (S records of more than one line), 0 if none."""
+    ends = [int(r.split("\t")[2]) for r in claims.read_text().splitlines()
+            if r.startswith("S\t") and int(r.split("\t")[3]) > 1]
+    return max(ends, default=0)
+
+
+def test_a_worker_killed_while_the_parent_judges_a_paste_is_replaced_by_one_that_claims(
+        projects_dir: Path, site) -> None:
+    """The replacement is forked from the parent while it judges (dedup table kept, no index):
+    it must build an index of its own and claim, or the new pasted pages are never fetched."""
+    _five_pages(site)
+    crawl(projects_dir, "p", site.url("/"), "--max-pages", "2")   # / and /p0 crawled, /p1-/p4 pending
+    folder = projects_dir / "p"
+    known = [site.url(p) for p in ("/", "/p0", "/p1", "/p2")]
+    lines = [known[k % 4] for k in range(60_000)]   # known already: dropped as judged
+    lines[30_000:30_000] = [site.url("/p5")]   # new pages, judged after the kill
+    lines += [site.url("/p6"), site.url("/p7")]
+    new_at = os.path.getsize(folder / "queue.txt") + sum(len(u) + 1 for u in lines[:30_000])
+    with open(folder / "queue.txt", "a") as f:
+        f.write("".join(u + "\n" for u in lines))
+    cmd = [sys.executable, "-c", WITH_SMALL_STEPS, "crawl", "p", "--max-pages", "100", "--workers", "1",
+           "--delay", "0", *FAST, "--projects-dir", str(projects_dir)]
+    proc = subprocess.Popen(cmd, cwd=projects_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env=dict(os.environ, PASTE_LINES="50"))
+    try:
+        # The worker is idle (the old pending pages settled: nothing in flight to fetch again)
+        # and the judging has begun.
+        settled = {f"D\tcrawled\t{site.url(f'/p{i}')}" for i in range(1, 5)}
+        while not (settled <= set((folder / "claims.txt").read_text().splitlines())
+                   and judged_up_to(folder / "claims.txt")):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        [worker] = children(proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        assert judged_up_to(folder / "claims.txt") <= new_at   # the new pages not judged yet
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert f"worker {worker} died" in err and "Traceback" not in err, err[-3000:]
+    assert reported_pending(out + err) == 0 and urls_of(folder / "queue.txt") == []
+    assert page_hits(site) == {p: 1 for p in ["/"] + [f"/p{i}" for i in range(8)]}

@@ -418,11 +418,13 @@ class FileStore:
                             if counting:
                                 h = host_key(url)
                                 admitted[h] = admitted.get(h, 0) + 1
-                        elif hand and judge and off >= cursor and self._indexing:
+                        elif hand and judge and off >= cursor:
                             # Added by hand while running, of a URL queued, crawled or failed
                             # already: dropped (start-up drops it too), never fetched twice.
+                            # (Noted without an index too: a worker forked later builds one.)
                             self._refuse[off] = ""
-                            self._frontier.push("", BAD_LINE_SCORE, off)
+                            if self._indexing:
+                                self._frontier.push("", BAD_LINE_SCORE, off)
                             off = end
                             continue
                         if off >= cursor and self._indexing:
@@ -1150,17 +1152,44 @@ class FileStore:
                     continue
 
     def after_fork(self, owner: int) -> None:
-        """In a forked worker: claims are taken in the worker's own name."""
+        """In a forked worker: claims are taken in the worker's own name. Forked from a process
+        without an index (the parent judging pasted lines: a replacement for a worker that
+        died), the worker builds its index first, or it would judge and never claim."""
         self.owner = owner
+        if not self._indexing:
+            self._guard(self._reindex)
+
+    def _reindex(self) -> None:
+        """The selection index of the queue lines read so far, from queue.txt (the lines still
+        unclaimed, the pasted ones not judged yet left out, as ``_read_queue`` indexes them).
+        No lock needed: the state forked is whole up to ``_queue.pos``, the descriptor reads
+        that file even if it was replaced since, and the next claim syncs with what followed."""
+        self._indexing, self._idle, self._held = True, None, 0
+        q, p = self._queue, self._paste
+        stretches = [(self._cursor, q.pos)]
+        if p is not None:   # [p[0], p[1]): pasted lines not judged yet
+            stretches = [(self._cursor, min(p[0], q.pos)), (max(self._cursor, p[1]), q.pos)]
+        for start, stop in stretches:
+            for off, line in _lines_of(q.fd, start) if start < stop else ():   # type: ignore[arg-type]
+                if off >= stop:
+                    break
+                if not is_data(line) or not self._live(off):
+                    continue
+                if off in self._refuse:   # refused when read: reported (or dropped) when claimed
+                    self._frontier.push("", BAD_LINE_SCORE, off)
+                    continue
+                fields = line.rstrip("\n").split("\t", 4)
+                url = fields[0].strip()
+                self._index(off, fields, url if len(fields) == 5 else _normal(url))
 
     def drop_index(self) -> None:
         """Free the selection index in a process that will not claim, but keep the dedup table
-        (the parent while it judges pasted lines: ``judge_paste``)."""
+        (the parent while it judges pasted lines: ``judge_paste``). The lines refused when read
+        stay noted (a few): a worker forked from it later builds its index (``_reindex``)."""
         self._indexing = False
         self._frontier = Frontier(self.order.lifo)
         self._rechecks = Frontier(self.order.lifo)
         self._delayed = []
-        self._refuse = {}
         _give_back_memory()
 
     def drop_seen(self) -> None:
