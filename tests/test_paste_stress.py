@@ -27,11 +27,13 @@ from spider.urls import normalize
 from test_hostile import FAST, MAIN, _five_pages, crawl, page_hits
 
 # The crawl's own process, with fewer pasted lines judged per step than the default, and each
-# line judged a little slower (0.2 ms more), so the paste is still being judged when the run stops.
+# line judged a little slower (0.2 ms more: bare URLs take a shorter way, ``bare_url``), so the
+# paste is still being judged when the run stops.
 WITH_SMALL_STEPS = (f"import os, runpy, sys, time; sys.path.insert(0, {str(Path(MAIN).parent)!r}); "
                     "import spider.frontier.files as f, spider.frontier.paste as p; "
-                    "f.PASTE_LINES = int(os.environ['PASTE_LINES']); judge = p.judge_line; "
-                    "p.judge_line = lambda *a: (time.sleep(0.0002), judge(*a))[1]; "
+                    "f.PASTE_LINES = int(os.environ['PASTE_LINES']); "
+                    "slow = lambda judge: lambda *a: (time.sleep(0.0002), judge(*a))[1]; "
+                    "p.judge_line, p.bare_url = slow(p.judge_line), slow(p.bare_url); "
                     f"runpy.run_path({MAIN!r}, run_name='__main__')")
 
 

@@ -70,6 +70,12 @@ def judge_line(line: str, ended: bool, horizon: float | None = None) -> QueueEnt
     return e if url == e.url else replace(e, url=url)
 
 
+def bare_url(line: str) -> str:
+    """What ``judge_line`` makes of a line of ASCII without a TAB (a bare URL, as most pastes
+    are): its URL normalised (ValueError: not a crawlable URL), without building an entry."""
+    return normalize(line.strip())
+
+
 def crc_of(fd: int, size: int, chunk: int = 1 << 20) -> int:
     """CRC-32 of the first ``size`` bytes of an open file."""
     crc, pos = 0, 0
