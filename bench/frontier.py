@@ -2,13 +2,15 @@
 """Frontier scaling and memory of spider: does a huge queue.txt slow the crawl or blow up memory?
 
     bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
+    python bench/frontier.py --intake 1000000 [--repeat 3]   # a paste's intake alone, in one process
 
 For each EXTRA, in a fresh projects dir:
   1. `crawl NAME START_URL --max-pages 1 --delay 0 ...` creates the project (crawls /index.html);
   2. EXTRA lines are appended to its queue.txt, each a real page with a distinct query string
      (http://127.0.0.1:PORT/p/123.html?v=K; nginx ignores the query, so each is a 20 KB page);
   3. "appended" run: `crawl NAME --max-pages 1+M --workers W --delay 0` is timed and sampled (it
-     resumes the project, takes in the hand-appended lines, and crawls M more pages);
+     resumes the project and crawls M more pages while it takes in the hand-appended lines: a
+     paste after a clean stop is judged during the crawl, spider/frontier/paste.py);
   4. "clean resume" run (unless --no-clean-resume): the same with --max-pages 1+2M, timed and
      sampled: a resume of a frontier of the same size that the crawler itself wrote at its last
      clean stop, so without the one-off cost of taking in hand-edited lines.
@@ -299,6 +301,68 @@ def print_summary(runs: Dict[int, List[FrontierRun]], repeat: int, workers: int,
     return result
 
 
+# --------------------------------------------------------------------------- intake of a paste
+
+def _stopped_with_paste(folder: Path, lines: int) -> int:
+    """A project folder as a clean stop leaves it (3 pending URLs, view and signature saved), then
+    ``lines`` bare URLs pasted into its queue.txt; returns where the paste begins."""
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import pasted_from, write_signature
+    from spider.records import QueueEntry
+    fresh_dir(folder)
+    store = FileStore(folder).open()
+    store.add(QueueEntry(f"http://paste.test/old/{i}") for i in range(3))
+    store.save_view()
+    store.fold()
+    write_signature(folder, "bench")
+    with open(folder / "queue.txt", "a") as f:
+        for start in range(0, lines, 50_000):
+            f.write("".join(f"http://paste.test/p/{k % 10_000}.html?v={k}\n"
+                            for k in range(start, min(lines, start + 50_000))))
+    start = pasted_from(folder, "bench")
+    assert start is not None, "the paste was not recognised as one"
+    return start
+
+
+def intake_once(folder: Path, lines: int) -> Dict[str, float]:
+    """One round: the lazy path (open, first claim, then judging until every pasted line is done) and
+    the start-up check of the same paste (recovery, what a start did before), in this process."""
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import recover
+    start = _stopped_with_paste(folder, lines)
+    t0 = time.perf_counter()
+    store = FileStore(folder).open(paste_from=start)
+    t1 = time.perf_counter()
+    first = store.claim(1, time.time(), lambda h: 0.0)
+    t2 = time.perf_counter()
+    assert first.claims and store.paste_left() > 0
+    while store.judge_paste():   # as the crawl's parent does, between its looks at the workers
+        pass
+    t3 = time.perf_counter()
+    _stopped_with_paste(folder, lines)
+    t4 = time.perf_counter()
+    recover(folder, lambda url, depth: None)
+    FileStore(folder).open()
+    t5 = time.perf_counter()
+    return {"open": t1 - t0, "first claim": t2 - t0, "judged all": t3 - t0, "recover+open": t5 - t4}
+
+
+def intake(lines: int, repeat: int) -> int:
+    """``--intake N``: how fast N pasted lines are taken in, median of ``repeat`` rounds."""
+    folder = RUN_DIR / "intake"
+    rounds = [intake_once(folder, lines) for _ in range(repeat)]
+    shutil.rmtree(folder, ignore_errors=True)
+    med = {k: median([r[k] for r in rounds]) for k in rounds[0]}
+    print(f"=== intake of {lines:,} pasted bare URLs, one process, no admission rules, median of {repeat} round(s)")
+    print(f"  lazy:    open {med['open']:.2f} s, first claim {med['first claim']:.3f} s after open began, "
+          f"all judged after {med['judged all']:.1f} s ({lines / med['judged all'] / 1e6:.2f} M lines/s)")
+    print(f"  before:  start-up recovery + open {med['recover+open']:.1f} s before the first claim "
+          f"({lines / med['recover+open'] / 1e6:.2f} M lines/s)")
+    print(f"  first claim: {med['first claim']:.3f} s against {med['recover+open']:.1f} s "
+          f"(target: within 1 s); intake {lines / med['judged all'] * 5 / 1e6:.2f} M lines per 5 s (target >= 1)")
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -317,12 +381,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--nginx-workers", type=int, default=1)
     ap.add_argument("--json", type=Path, default=OUT_DIR / "frontier.json")
+    ap.add_argument("--intake", type=int, default=0, metavar="N",
+                    help="only measure the intake of N pasted lines in one process (no site, no crawl)")
     return ap.parse_args(argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     measure.set_spider_dir(args.spider_dir)
+    if args.intake:
+        sys.path.insert(0, str(measure.SPIDER_DIR))
+        return intake(args.intake, args.repeat)
     extras = sorted(int(x.replace("_", "")) for x in args.extras.split(",") if x.strip())
     if not measure.spider_ready():
         print("spider CLI not working (`python main.py --help` fails); nothing to measure")

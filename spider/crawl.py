@@ -43,7 +43,7 @@ from .scope import Admission
 from .stats import StatsRecorder, crawl_seconds, pages_per_second, sample_every
 from .frontier.contract import StoreError
 from .frontier.files import FileStore
-from .frontier.recovery import Repair, is_clean, recover, tidy, write_signature
+from .frontier.recovery import Repair, is_clean, pasted_from, recover, tidy, write_signature
 from .safefs import atomic_write
 from .urls import host_key
 from .words import plural
@@ -92,6 +92,9 @@ def count_lines(path: Path) -> int:
 
 class Crawl:
     """One run of ``crawl NAME``: owns the workers and the terminal output."""
+
+    _judging = False   # is the parent judging pasted lines (``_pause``)?
+    _census_later = False   # a pasted queue.txt: its census is left to the samples after the fork
 
     def __init__(self, folder: Path, config: CrawlConfig, *, seeds: tuple[str, ...] = (),
                  out: TextIO = sys.stderr, status_every: float | None = None,
@@ -184,26 +187,30 @@ class Crawl:
 
         for problem in tidy(self.folder):
             self._say(f"warning: {problem}")
-        if not is_clean(self.folder, cfg.key()):
-            rep = self._recover_in_child(admit)
-            for problem in rep.problems[:MAX_WARNINGS]:
-                self._say(f"warning: {problem}")
-            if len(rep.problems) > MAX_WARNINGS:   # a file of bad lines must not flood the terminal
-                self._say(f"warning: ... and {len(rep.problems) - MAX_WARNINGS} more such lines, "
-                          "all moved to rejected.txt with their file and line number")
-            if rep.recovered_claims:
-                self._say(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
-            for reason, n in sorted(rep.refused.items()):
-                self._say(f"note: {n} queued URL(s) moved to rejected.txt ({reason}) under the current settings")
+        # Lines only pasted after a clean stop are judged during the crawl (frontier/paste.py).
+        clean = is_clean(self.folder, cfg.key())
+        paste = None if clean else pasted_from(self.folder, cfg.key())
+        if not clean and paste is None:
+            self._recover(admit)
         if cfg.ignore_robots:
             self._say("warning: --ignore-robots: robots.txt is neither fetched nor obeyed; "
                       "crawl only sites whose owners agree")
         for text in settings.warnings_for(cfg):
             self._say(f"warning: {text}")
         self.stats = StatsRecorder(self.folder)
-        self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
-        store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
-                          order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds).open()
+        self._census_later = paste is not None   # (censused by the samples while the workers crawl)
+        if paste is None:
+            self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
+        def new_store() -> FileStore:
+            store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
+                              order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds)
+            store.admit = admit
+            return store
+
+        store = new_store().open(paste_from=paste)
+        if store.needs_recovery:   # no saved view to go on from: the full check after all
+            self._recover(admit)
+            store = new_store().open()
         store.warn = self._warn   # a hand edit of queue.txt while running, said by whichever process saw it
         # Every seed, every run: known ones are dropped by dedup, and a first run killed between
         # saving settings.txt and queueing its seeds still starts from them.
@@ -211,6 +218,18 @@ class Crawl:
         if not store.from_view:
             store.save_view()   # the fold at the end carries it forward (spider/frontier/view.py)
         return store
+
+    def _recover(self, admit: Callable[[str, int], str | None]) -> None:
+        rep = self._recover_in_child(admit)
+        for problem in rep.problems[:MAX_WARNINGS]:
+            self._say(f"warning: {problem}")
+        if len(rep.problems) > MAX_WARNINGS:   # a file of bad lines must not flood the terminal
+            self._say(f"warning: ... and {len(rep.problems) - MAX_WARNINGS} more such lines, "
+                      "all moved to rejected.txt with their file and line number")
+        if rep.recovered_claims:
+            self._say(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
+        for reason, n in sorted(rep.refused.items()):
+            self._say(f"note: {n} queued URL(s) moved to rejected.txt ({reason}) under the current settings")
 
     def _run(self) -> int:
         cfg = self.config
@@ -369,7 +388,7 @@ class Crawl:
         try:
             # The run's first row of stats.txt before any worker starts: a row taken after them
             # misses what they did first (checks of a recrawl were counted 9 of 11).
-            self._watch(store)
+            self._watch(store, census=not self._census_later)
             first_sample = time.monotonic()
             last_sample = first_sample
             procs = [self._start_worker(store) for _ in range(self.config.workers)]
@@ -414,7 +433,7 @@ class Crawl:
                 if now - last_status >= self.status_every:
                     last_status = now
                     self._status_line(store.refresh(), rate)
-                time.sleep(0.1)
+                self._pause(store)
         except BaseException:
             self.stop.set()
             for p in procs:
@@ -431,14 +450,31 @@ class Crawl:
         return _worker_main
 
     def _workers_started(self, store: FileStore) -> None:
-        store.drop_seen()   # the workers have their copies; the parent only watches
+        if store.paste_left():   # lines pasted into queue.txt: the parent judges them meanwhile
+            store.drop_index()
+            self._judging = True
+        else:
+            store.drop_seen()   # the workers have their copies; the parent only watches
+
+    def _pause(self, store: FileStore) -> None:
+        """Between two looks at the workers: a tenth of a second of sleep, or of judging pasted
+        lines (spider/frontier/paste.py) while there are any; then the parent only watches."""
+        if self._judging and not self.stop.is_set():
+            end = time.monotonic() + 0.1
+            while store.judge_paste() and time.monotonic() < end:
+                pass
+            if store.paste_left():
+                return
+            store.drop_seen()
+            self._judging = False
+        time.sleep(0.1)
 
     def _worker_store_error(self, store: FileStore) -> Exception:
         return CrawlError("a worker could not write the project files (see the message above)")
 
-    def _watch(self, store: FileStore) -> None:
+    def _watch(self, store: FileStore, census: bool = True) -> None:
         """At each sample (``sample_every``): a line of stats.txt, and why hosts are held."""
-        self._sample(store.refresh())
+        self._sample(store.refresh(), census)
         self._tell_held_hosts(store)
 
     def _tell_held_hosts(self, store: FileStore) -> None:
@@ -463,10 +499,10 @@ class Crawl:
             self._say("\nstopping: finishing the pages in flight, if any (press Ctrl-C again to stop at once)")
 
     # -- output --------------------------------------------------------------------------------------
-    def _sample(self, c) -> None:  # type: ignore[no-untyped-def]
+    def _sample(self, c, census: bool = True) -> None:  # type: ignore[no-untyped-def]
         """A line of stats.txt; the trap alarm is said once per pattern when it fires."""
         try:
-            self.stats.sample(c.pending, c.in_flight, c.crawled, c.hops, c.failed, c.rejected)
+            self.stats.sample(c.pending, c.in_flight, c.crawled, c.hops, c.failed, c.rejected, census=census)
         except OSError as e:
             self._say(f"warning: cannot write stats.txt: {e.strerror or e}")
             return

@@ -147,6 +147,7 @@ class StatsRecorder:
         self.checked = 0   # lines of checks.txt: recrawl checks made (all runs)
         self.rechecks = 0   # pending rechecks: queue.txt lines of kind recheck not claimed
         self._recheck_flight: set[str] = set()   # URLs of rechecks claimed and not settled
+        self._taken: list[tuple[int, int]] = []   # S records' stretches of queue.txt not read yet
         self.rechecks_refused = 0   # rechecks settled as refused (robots.txt): not new URLs
         self.rows: list[StatsRow] = []   # the rows this recorder wrote (this run's)
         self._tails = {name: _Tail(self.folder / name) for name in
@@ -159,9 +160,12 @@ class StatsRecorder:
         self._read()
 
     def _read(self) -> None:
+        self._read_logs()
+        self._read_queue()
+
+    def _read_logs(self) -> None:
         self.take({name.split(".")[0]: self._tails[name].lines() for name in
                    ("crawled.txt", "rejected.txt", "duplicates.txt", "checks.txt", "links.txt")})
-        self._read_queue()
 
     def take(self, logs: Mapping[str, Iterable[str]]) -> None:
         """Count the new lines of the logs (by name: crawled, rejected, duplicates, checks,
@@ -195,7 +199,7 @@ class StatsRecorder:
         new_queue = queue.raw_chunks()   # bytes: a line that is not sampled is never decoded
         if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
-            self.rechecks, self._recheck_flight = 0, set()
+            self.rechecks, self._recheck_flight, self._taken = 0, set(), []
             claims.pos, claims.ino = 0, None
             try:   # a big queue is sampled: 1 URL in k (the same URLs every time: by their CRC)
                 self._every = max(1, os.path.getsize(queue.path) // CENSUS_SAMPLE_BYTES + 1)
@@ -203,14 +207,7 @@ class StatsRecorder:
                 self._every = 1
         k = self._every
         for chunk in new_queue:
-            self.rechecks += len(_RECHECK_LINE.findall(chunk))
-            # The URL of each line, found in C: this runs in the parent while the workers crawl, and
-            # a resumed queue of a million lines used to take a core for over a second.
-            links = _QUEUE_URL.findall(chunk)
-            if k > 1:
-                links = [link for link, crc in zip(links, map(zlib.crc32, links)) if not crc % k]
-            for link in links:
-                self.census.add(link.strip().decode("utf-8", "replace"), 1)
+            self._count(chunk, k, 1)
         for rec in claims.raw_lines():
             if rec.startswith(b"C\t"):
                 parts = rec.split(b"\t", 6)
@@ -226,6 +223,56 @@ class StatsRecorder:
                 if url in self._recheck_flight:
                     self._recheck_flight.discard(url)
                     self.rechecks_refused += what == "rejected"
+            elif rec.startswith(b"S\t"):
+                parts = rec.split(b"\t")
+                if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
+                    self._taken.append((int(parts[1]), int(parts[2])))
+        if self._taken:
+            self._take_back(queue, k)
+
+    def _take_back(self, queue: _Tail, k: int) -> None:
+        """Lines of queue.txt an S record took without a claim (a pasted stretch judged, its
+        admitted URLs appended again in the crawler's shape; a line refused or blank) are no
+        longer pending: count them out, as they were counted in (the same URLs, the same
+        sample). A stretch the census has not read yet waits for the next look."""
+        later = [(a, b) for a, b in self._taken if b > queue.pos]
+        ready = sorted((a, b) for a, b in self._taken if b <= queue.pos)
+        self._taken = later
+        try:
+            f = open(queue.path, "rb")
+        except OSError:
+            return
+        with f:
+            if os.fstat(f.fileno()).st_ino != queue.ino:
+                return   # replaced since: the next look starts the census over
+            i = 0
+            while i < len(ready):   # stretches that follow each other are read at once
+                start, end = ready[i]
+                i += 1
+                while i < len(ready) and ready[i][0] == end:
+                    end = ready[i][1]
+                    i += 1
+                while start < end:
+                    data = os.pread(f.fileno(), min(end - start, CENSUS_SAMPLE_BYTES), start)
+                    if not data:
+                        break
+                    if start + len(data) < end:   # whole lines only (a stretch is whole lines)
+                        cut = data.rfind(b"\n") + 1
+                        data = data[:cut] if cut else os.pread(f.fileno(), end - start, start)
+                    start += len(data)
+                    self._count(data, k, -1)
+
+    def _count(self, chunk: bytes, k: int, n: int) -> None:
+        """Count the queue lines of ``chunk`` (whole lines) into the census (``n`` 1) or out of
+        it (-1): the URL of each line found in C (this runs in the parent while the workers
+        crawl, and a resumed queue of a million lines used to take a core for over a second),
+        1 in ``k`` of them by their CRC, so the same URLs are counted in and out."""
+        self.rechecks += n * len(_RECHECK_LINE.findall(chunk))
+        links = _QUEUE_URL.findall(chunk)
+        if k > 1:
+            links = [link for link, crc in zip(links, map(zlib.crc32, links)) if not crc % k]
+        for link in links:
+            self.census.add(link.strip().decode("utf-8", "replace"), n)
 
     def known_again(self) -> int:
         """Rechecks counted among pending, in flight or refused although their URL is crawled."""
@@ -268,11 +315,13 @@ class StatsRecorder:
         claims.pos, claims.ino = 0, None
 
     def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
-               rejected_claims: int = 0, when: float | None = None) -> str:
-        """Append one line to stats.txt and return it; also feeds the trap alarm."""
+               rejected_claims: int = 0, when: float | None = None, census: bool = True) -> str:
+        """Append one line to stats.txt and return it; also feeds the trap alarm. ``census``
+        False: the pending URLs' patterns are left for the next sample (a pasted queue.txt of
+        a million lines is not read before the first fetch)."""
         import time
 
-        self._read()
+        self._read() if census else self._read_logs()
         now = time.time() if when is None else when
         top = self.census.top(1)
         top_pattern, top_pending = top[0] if top else ("-", 0)

@@ -87,8 +87,12 @@ def slow_check(site, projects_dir):
     first = subprocess.run(crawl_cmd(projects_dir, "p", site.url("/"), "--max-pages", "1", "--delay", "0"),
                            capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
-    with open(projects_dir / "p" / "queue.txt", "a") as f:
-        f.write("".join(f"http://127.0.0.2:9/x{i}\n" for i in range(HAND_LINES)))
+    # Written as an editor writes (a new file): lines only appended to the file a clean stop left
+    # are judged during the crawl instead (spider/frontier/paste.py), with no start-up check.
+    queue = projects_dir / "p" / "queue.txt"
+    edited = queue.with_name("queue.txt.edited")
+    edited.write_text(queue.read_text() + "".join(f"http://127.0.0.2:9/x{i}\n" for i in range(HAND_LINES)))
+    os.replace(edited, queue)
     return projects_dir / "p", pages
 
 

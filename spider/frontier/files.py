@@ -41,6 +41,7 @@ import contextlib
 import fcntl
 import heapq
 import math
+from bisect import bisect_right
 import os
 import re
 import sys
@@ -59,6 +60,7 @@ from ..politeness import HostState, parse_host_line
 from ..order import Frontier, Order
 from ..patterns import compile_pattern
 from .seen import SeenSet
+from . import paste as pastes
 from . import view as views
 from ..urls import host_key, normalize
 
@@ -69,13 +71,16 @@ HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
            REJECTED: REJECTED_HEADER, HASHES: "# text_hash\tfirst_url\n",
            DUPLICATES: "# url\tkind\tof_url\n", HOSTS: "# host\tnext_allowed\tdelay\tfailures\treason\n", CLAIMS: "# claim journal of the running crawl; see README\n"}
 READ_CHUNK = 1 << 20
-FAR_AHEAD = 366 * 86400.0   # no wait the crawler sets is this long: a later time is a typo
+FAR_AHEAD = pastes.FAR_AHEAD   # no wait the crawler sets is this long: a later time is a typo
 VIEW = "frontier.view"   # a saved view of the frontier (spider/frontier/view.py): a cache, safe to delete
 BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
 HOT_URLS = 4096   # URLs a process remembers as known (``FileStore.known``): a site's menus fit
 _PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and the store asked per lock
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))   # a forked worker: its own
 ENDED = frozenset({"crawled", "failed", "rejected"})   # logs whose last line a person may leave open
+PASTE_LINES = 500   # pasted lines judged per claim step (paste.py): the first fetch does not wait for them
+PASTE_ROUNDS = 20   # more steps of it in one claim when nothing else can be taken
+PASTE_WARNINGS = 10   # bad pasted lines a process names on the terminal (all go to rejected.txt)
 LOGS = {"crawled": CRAWLED, "failed": FAILED, "rejected": REJECTED, "fetch": "fetch.log", "errors": "errors.log",
         "duplicates": DUPLICATES, "checks": CHECKS, "schedule": "schedule.txt", "removed": "removed.txt", "links": "links.txt"}
 
@@ -248,6 +253,7 @@ class FileStore:
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._track_seen = track_seen
+        self._indexing = True   # False: the dedup table only, for judging pasted lines (drop_index)
         self.seen = SeenSet(stable=True)   # stable: it is saved in frontier.view
         self.from_view = False   # did open() load frontier.view instead of reading the files?
         self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
@@ -255,6 +261,10 @@ class FileStore:
         self._rejects = _File(self.folder / REJECTED)   # read as others append: refused URLs logged once
         self._refusals = SeenSet()   # the keys (``refusal_key``) of rejected.txt's lines
         self.warn: Callable[[str], None] = _warn   # says what the store did about a hand edit
+        # Why the crawl's settings refuse a URL (scope, depth, traps), for pasted lines; None: never.
+        self.admit: Callable[[str, int], str | None] | None = None
+        self.needs_recovery = False   # open(paste_from=...) found no saved view to go on from
+        self._paste_warned = 0
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
         self._reset_view()
@@ -289,17 +299,27 @@ class FileStore:
         self._refused = 0
         self._rechecked = 0
         self._records = 0   # journal records applied (a view is saved only without any)
+        # Lines pasted into queue.txt, not judged yet (paste.py): [next byte, end, line number of
+        # the next line (0: not counted yet), lines left]; the stretch it began as; and the
+        # stretches judged so far (each consumed by one S record).
+        self._paste: list[int] | None = None
+        self._paste_span: tuple[int, int] | None = None
+        self._spans: list[tuple[int, int]] = []
+        self._folded_paste: list[int] | None = None
 
-    def open(self, *, lock: bool = True) -> "FileStore":
+    def open(self, *, lock: bool = True, paste_from: int | None = None) -> "FileStore":
         """Build this process's view from the files (call once, then share it with forked workers).
 
         ``lock=False`` is for readers such as ``status``: a consistent-enough snapshot without
-        holding up the workers while a big queue is read.
+        holding up the workers while a big queue is read. ``paste_from``: queue.txt is as the
+        last clean stop left it up to that byte, and lines were pasted after it
+        (``recovery.pasted_from``): go on from the saved view and judge the pasted lines during
+        the crawl. Without a view to go on from, nothing is read and ``needs_recovery`` is set.
         """
-        self._guard(self._open, lock)
+        self._guard(self._open, lock, paste_from)
         return self
 
-    def _open(self, lock: bool) -> None:
+    def _open(self, lock: bool, paste_from: int | None = None) -> None:
         with (self.lock if lock else contextlib.nullcontext()):
             self._base = Counts()
             self._admitted = {}
@@ -309,7 +329,10 @@ class FileStore:
                     append_text(self.folder / name, HEADERS[name])
             self._queue.close()
             self._claims.close()
-            if not (lock and self._load_view()):
+            if not (lock and self._load_view(paste_from)):
+                if paste_from is not None:
+                    self.needs_recovery = True
+                    return
                 for name in (CRAWLED, FAILED):
                     self._take_outcomes(name, 0)
             self._sync()
@@ -424,11 +447,13 @@ class FileStore:
                         elif hand and judge and off >= cursor:
                             # Added by hand while running, of a URL queued, crawled or failed
                             # already: dropped (start-up drops it too), never fetched twice.
+                            # (Noted without an index too: a worker forked later builds one.)
                             self._refuse[off] = ""
-                            self._frontier.push("", BAD_LINE_SCORE, off)
+                            if self._indexing:
+                                self._frontier.push("", BAD_LINE_SCORE, off)
                             off = end
                             continue
-                        if off >= cursor:
+                        if off >= cursor and self._indexing:
                             index(off, fields, url)
                 elif off >= self._cursor:
                     self._consume(off, end, False)   # blank and # lines: nothing to claim, every process agrees
@@ -493,7 +518,7 @@ class FileStore:
             for off, line in _lines_of(self._queue.fd, 0):   # type: ignore[arg-type]
                 if not is_data(line):
                     continue
-                if off < self._cursor or off in self._ahead:
+                if not self._live(off):
                     consumed[line] = consumed.get(line, 0) + 1
                 elif off not in self._refuse:
                     pending.append(line)
@@ -591,17 +616,29 @@ class FileStore:
                 self._rechecked += 1
         elif kind == "S":
             _, off, end, counted = record.rstrip("\n").split("\t")
-            self._consume(int(off), int(end), counted == "1")
+            n = int(counted)   # data lines: 0 or 1, or the lines of a judged pasted stretch
+            self._consume(int(off), int(end), n)
+            p = self._paste
+            if n > 1 or (p is not None and p[0] == int(off)):
+                self._spans.append((int(off), int(end)))
+            if p is not None and p[0] == int(off):
+                if p[2]:   # the line number goes on by every line of the stretch, blank ones too
+                    p[2] += self._queue.read_at(int(off), int(end) - int(off)).count(b"\n")
+                p[0] = int(end)
+                p[3] -= n
+                if p[0] >= p[1]:
+                    self._paste = None
         elif kind == "H":
             host, state = parse_host_line(record[2:])
             self._host_state[host] = state
             self._host_next[host] = state.next_allowed
 
-    def _consume(self, off: int, end: int, counted: bool) -> None:
+    def _consume(self, off: int, end: int, counted: int) -> None:
+        """Lines [off, end) of queue.txt are taken (claimed or skipped); ``counted`` of them are
+        data lines."""
         if off < 0:
             return
-        if counted:
-            self._consumed += 1
+        self._consumed += counted
         if off == self._cursor:
             self._cursor = end
             while self._cursor in self._ahead:
@@ -696,11 +733,16 @@ class FileStore:
             host_next = self._host_next
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
             wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
+            rounds = PASTE_ROUNDS
             while len(taken) < limit:
                 # The selection policy (spider/order.py): the best URL of a host that is ready;
                 # past --max-pages, the best recheck (rechecks do not use the budget up).
                 index = self._frontier if room else self._rechecks
                 host, off, w = index.select(now, ready_at, self._live)
+                if host is None and self._paste is not None and self._track_seen and room and rounds:
+                    rounds -= 1   # nothing to take now: judge on, a bounded while (the lock is held)
+                    self._judge_paste(PASTE_LINES)
+                    continue
                 if w is not None:
                     wait = w if wait is None else min(wait, w)
                 if host is None:
@@ -769,7 +811,12 @@ class FileStore:
 
     def _live(self, off: int) -> bool:
         """Is the queue line at ``off`` still unclaimed (by anyone)?"""
-        return off >= self._cursor and off not in self._ahead
+        return off >= self._cursor and off not in self._ahead and not (self._spans and self._in_span(off))
+
+    def _in_span(self, off: int) -> bool:
+        """Is ``off`` inside a judged pasted stretch?"""
+        k = bisect_right(self._spans, (off, math.inf)) - 1
+        return k >= 0 and self._spans[k][0] <= off < self._spans[k][1]
 
     def _score(self, url: str, depth: int) -> int:
         return self.order.score(url, depth) if url.startswith(("http://", "https://")) else BAD_LINE_SCORE
@@ -1107,14 +1154,24 @@ class FileStore:
         pos, stop = self._cursor, self._queue.pos
         if pos == 0 and self._queue.read_at(0, 1) == b"#":   # the old header line
             pos = self._queue.read_at(0, 4096).find(b"\n") + 1
-        for off in sorted(o for o in self._ahead if o >= pos) + [stop]:
+        ahead, paste = self._ahead, self._paste
+        if paste is not None:   # pasted lines not judged yet go last, where the next run judges them
+            paste = [max(paste[0], pos), *paste[1:]]   # (never a byte consumed already, twice)
+            ahead = dict(ahead)
+            ahead[paste[0]] = paste[1]
+        for off in sorted(o for o in ahead if o >= pos) + [stop]:
             if pos < off:
                 starts.append(pos)
                 ends.append(off)
                 news.append(w)
                 _copy_range(src, fd, pos, off - pos)
                 w += off - pos
-            pos = max(pos, off, self._ahead.get(off, off))
+            pos = max(pos, off, ahead.get(off, off))
+        self._folded_paste = None
+        if paste is not None:
+            _copy_range(src, fd, paste[0], paste[1] - paste[0])
+            self._folded_paste = [w, w + paste[1] - paste[0], paste[3]]
+            w += paste[1] - paste[0]
         tail = os.fstat(src).st_size - stop
         if tail > 0:
             _copy_range(src, fd, stop, tail)
@@ -1144,7 +1201,7 @@ class FileStore:
                 if off >= stop:
                     break
                 line = raw.decode("utf-8", "replace")
-                if off in self._ahead or not is_data(line):
+                if not self._live(off) or not is_data(line):
                     continue
                 try:
                     yield parse_queue_line(line)
@@ -1152,8 +1209,45 @@ class FileStore:
                     continue
 
     def after_fork(self, owner: int) -> None:
-        """In a forked worker: claims are taken in the worker's own name."""
+        """In a forked worker: claims are taken in the worker's own name. Forked from a process
+        without an index (the parent judging pasted lines: a replacement for a worker that
+        died), the worker builds its index first, or it would judge and never claim."""
         self.owner = owner
+        if not self._indexing:
+            self._guard(self._reindex)
+
+    def _reindex(self) -> None:
+        """The selection index of the queue lines read so far, from queue.txt (the lines still
+        unclaimed, the pasted ones not judged yet left out, as ``_read_queue`` indexes them).
+        No lock needed: the state forked is whole up to ``_queue.pos``, the descriptor reads
+        that file even if it was replaced since, and the next claim syncs with what followed."""
+        self._indexing, self._idle, self._held = True, None, 0
+        q, p = self._queue, self._paste
+        stretches = [(self._cursor, q.pos)]
+        if p is not None:   # [p[0], p[1]): pasted lines not judged yet
+            stretches = [(self._cursor, min(p[0], q.pos)), (max(self._cursor, p[1]), q.pos)]
+        for start, stop in stretches:
+            for off, line in _lines_of(q.fd, start) if start < stop else ():   # type: ignore[arg-type]
+                if off >= stop:
+                    break
+                if not is_data(line) or not self._live(off):
+                    continue
+                if off in self._refuse:   # refused when read: reported (or dropped) when claimed
+                    self._frontier.push("", BAD_LINE_SCORE, off)
+                    continue
+                fields = line.rstrip("\n").split("\t", 4)
+                url = fields[0].strip()
+                self._index(off, fields, url if len(fields) == 5 else _normal(url))
+
+    def drop_index(self) -> None:
+        """Free the selection index in a process that will not claim, but keep the dedup table
+        (the parent while it judges pasted lines: ``judge_paste``). The lines refused when read
+        stay noted (a few): a worker forked from it later builds its index (``_reindex``)."""
+        self._indexing = False
+        self._frontier = Frontier(self.order.lifo)
+        self._rechecks = Frontier(self.order.lifo)
+        self._delayed = []
+        _give_back_memory()
 
     def drop_seen(self) -> None:
         """Free the dedup table in a process that will only watch (the parent after forking)."""
@@ -1173,17 +1267,164 @@ class FileStore:
     def _view_files(self) -> dict[str, list[int] | None]:
         return {name: views.identity(self.folder / name) for name in (QUEUE, CRAWLED, FAILED)}
 
-    def _load_view(self) -> bool:
-        """At open (lock held): take the saved view if it describes the files exactly as they are."""
+    def _load_view(self, paste_from: int | None = None) -> bool:
+        """At open (lock held): take the saved view if it describes the files exactly as they are
+        (or, with ``paste_from``, queue.txt up to that byte: lines were pasted after it)."""
         if not self._track_seen or self.only:
             return False
         v = views.load(self.folder / VIEW)
-        if v is None or v.meta.get("key") != self._view_key() or v.meta.get("files") != self._view_files():
+        files = self._view_files()
+        if v is not None and paste_from is not None:
+            saved, now = v.meta.get("files", {}).get(QUEUE), files[QUEUE]
+            if not saved or not now or saved[0] != now[0] or saved[1] != paste_from or v.meta.get("paste"):
+                return False
+            files[QUEUE] = saved   # the rest of the file was checked by its CRC (recovery.pasted_from)
+        if v is None or v.meta.get("key") != self._view_key() or v.meta.get("files") != files:
             return False
         if not self._adopt(v):
             return False
+        if paste_from is not None:
+            self._begin_paste(paste_from)
         self.from_view = True
         return True
+
+    def _begin_paste(self, start: int) -> None:
+        """Lines pasted into queue.txt from byte ``start`` on: left to the claim step
+        (``_judge_paste``), not read now. A last line without its newline is read as usual."""
+        q = self._queue
+        assert q.fd is not None
+        size = os.fstat(q.fd).st_size
+        end, lines = start, 0
+        while end < size:
+            data = q.read_at(end, min(READ_CHUNK, size - end))
+            stop = data.rfind(b"\n") + 1
+            if not stop:
+                if end + len(data) >= size:
+                    break   # a last line without its newline: read as usual
+                data = q.read_at(end, size - end)   # a line over a chunk long
+                stop = data.rfind(b"\n") + 1
+            lines += _data_lines(data[:stop])
+            end += stop
+        if end > start:
+            self._paste, self._paste_span = [start, end, 0, lines], (start, end)
+            self._lines += lines
+            q.pos = end
+
+    def judge_paste(self, limit: int = PASTE_LINES) -> int:
+        """Judge up to ``limit`` more pasted lines (the crawl's parent, between its looks at
+        the workers); returns how many are left."""
+        def go() -> int:
+            with self.lock:
+                self._sync()
+                if self._paste is not None and self._track_seen:
+                    self._judge_paste(limit)
+            return self.paste_left()
+        return self._guard(go)  # type: ignore[return-value]
+
+    def paste_left(self) -> int:
+        """Pasted lines not judged yet (paste.py), as this process last saw them."""
+        return self._paste[3] if self._paste else 0
+
+    def _judge_paste(self, limit: int) -> None:
+        """Judge up to ``limit`` pasted lines, in the order of the file, as recovery would (lock
+        held, synced): a line that is not a crawlable URL goes to rejected.txt with its line
+        number, a URL the settings refuse goes there with the reason, a known URL is dropped,
+        the rest is queued again in the crawler's shape. Then one journal record takes the
+        stretch. Written in that order, so a kill in between loses nothing: recovery reads
+        the stretch again, and drops the copies of what it queued as known."""
+        p = self._paste
+        assert p is not None
+        start, stop = p[0], p[1]
+        if not p[2]:   # its line number: counted once, where it is needed
+            p[2] = 1 + sum(data.count(b"\n") for _, data in self._chunks(0, start))
+        data = b""
+        for _, chunk in self._chunks(start, stop, 1 << 16):
+            data += chunk
+            if data.count(b"\n") >= limit:
+                break
+        lines = data.split(b"\n")[:-1][:limit]
+        data = b"".join(raw + b"\n" for raw in lines)
+        counted = _data_lines(data)   # as _begin_paste counted them
+        ascii_ = data.isascii()   # (then no byte can be undecodable: one decode for the stretch)
+        texts = data.decode("ascii").split("\n")[:-1] if ascii_ else lines
+        seen, cap, admitted, admit = self.seen, self.max_per_host, self._admitted, self.admit
+        # A line of the stretch taken already (claimed or judged by a process that read the paste
+        # as ordinary lines: a rebuild after a hand edit) is skipped; nothing to look up otherwise.
+        live = self._live if self._taken_in(start, start + len(data)) else None
+        horizon = time.time() + FAR_AHEAD
+        entries: list[tuple[str, str]] = []   # (URL, its line in the crawler's shape)
+        rejected: list[str] = []
+        off, no = start, p[2]
+        for raw in texts:
+            here, no = off, no + 1
+            off += len(raw) + 1
+            line = raw.rstrip("\r") if ascii_ else raw.decode("utf-8", "surrogateescape").rstrip("\r")
+            if not is_data(line) or (live is not None and not live(here)):
+                continue
+            try:
+                if ascii_ and "\t" not in line:   # a bare URL (most pastes): no entry to build
+                    url, depth, kind, source = pastes.bare_url(line), 0, "-", "-"
+                    qline = f"{url}\t0\t0\t0\t-\n"
+                else:
+                    e = pastes.judge_line(line, True, horizon)
+                    url, depth, kind, source, qline = e.url, e.depth, e.kind, e.source, e.line()
+            except ValueError as err:
+                rejected.append(rejected_line(pastes.shown(line), f"{QUEUE}:{no - 1}: {err}"))
+                self._paste_warned += 1
+                if self._paste_warned <= PASTE_WARNINGS:
+                    self.warn(f"{QUEUE}:{no - 1}: not a crawlable URL ({err}), moved to rejected.txt: {line[:200]!r}")
+                continue
+            fp = seen.fingerprint(url)
+            if kind != "recheck" and seen.has(fp):
+                continue   # known: dropped, as recovery drops it
+            reason = admit(url, depth) if admit is not None else None
+            if cap is not None:
+                h = host_key(url)
+                if reason is None and kind != "recheck" and admitted.get(h, 0) >= cap:
+                    reason = "host budget"
+            if reason:
+                rejected.append(rejected_line(url, reason, source))
+                continue
+            if seen.add_fingerprint(fp) and cap is not None:
+                admitted[h] = admitted.get(h, 0) + 1
+            entries.append((url, qline))
+        if rejected:
+            text = "".join(rejected)
+            _end_last_line(self.folder / REJECTED)
+            append_text(self.folder / REJECTED, pastes.shown(text) if pastes.UNDECODABLE.search(text) else text)
+        if entries:
+            text = "".join(qline for _, qline in entries)
+            q = self._queue
+            at = q.append(text)
+            if at != q.pos:   # a line being typed was ended first: read it all as usual
+                self._read_queue()
+            elif not self._indexing:   # the parent: only counts them
+                self._lines += len(entries)
+                q.pos = at + len(text.encode("utf-8"))
+            else:   # what we just wrote: into the index without reading it back
+                for url, qline in entries:
+                    self._lines += 1
+                    self._index(at, qline[:-1].split("\t", 4), url)
+                    at += len(qline.encode("utf-8"))
+                q.pos = at
+        self._journal([f"S\t{start}\t{off}\t{counted}\n"])
+
+    def _taken_in(self, start: int, stop: int) -> bool:
+        """May a line in bytes [start, stop) of queue.txt be taken already (``_live``)?"""
+        if self._cursor > start or (self._ahead and max(self._ahead) >= start):
+            return True
+        k = bisect_right(self._spans, (stop, -1)) - 1   # the last judged stretch that begins before stop
+        return k >= 0 and self._spans[k][1] > start
+
+    def _chunks(self, start: int, stop: int, size: int = READ_CHUNK) -> Iterator[tuple[int, bytes]]:
+        """Bytes [start, stop) of queue.txt, ``size`` at a time."""
+        pos = start
+        while pos < stop:
+            data = self._queue.read_at(pos, min(size, stop - pos))
+            if not data:
+                return
+            yield pos, data
+            pos += len(data)
 
     def _adopt(self, v: views.View) -> bool:
         """Open queue.txt and the journal, and take the view as ours if it is for this queue.txt."""
@@ -1214,12 +1455,18 @@ class FileStore:
         heapq.heapify(delayed)
         crawled, hops, failed = (int(x) for x in m["base"])
         self.seen, self._frontier, self._rechecks, self._delayed = seen, frontier, rechecks, delayed
+        self._paste, self._paste_span, self._spans = None, None, []
         self._cursor = int(m["cursor"])
         self._ahead = {int(o): int(e) for o, e in m["ahead"]}
         self._lines, self._consumed = int(m["lines"]), int(m["consumed"])
         self._base = Counts(crawled=crawled, hops=hops, failed=failed)
         self._admitted = {str(h): int(n) for h, n in (m["admitted"] or {}).items()}
         self._queue.pos = int(m["end"])
+        if m.get("paste"):   # lines pasted before the stop that saved it, not judged yet
+            ps, pe, n = (int(x) for x in m["paste"])
+            self._paste, self._paste_span = [ps, pe, 0, n], (ps, pe)
+            self._lines += n
+            self._queue.pos = pe
 
     def _view_meta(self) -> dict[str, Any]:
         b = self._base
@@ -1294,7 +1541,9 @@ class FileStore:
             carried._queue.reopen_if_replaced()
             if carried._queue.ino != self._queue.ino:
                 return None
-            carried._queue.pos = int(v.meta["end"])
+            carried._queue.pos = carried._paste_span[1] if carried._paste_span else int(v.meta["end"])
+            if self._paste_span is not None and self._paste_span[0] == carried._queue.pos:
+                carried._queue.pos = self._paste_span[1]   # pasted lines are not read: judged
             carried._read_queue()   # what this run appended (its claimed lines included: seen)
             for name in (CRAWLED, FAILED):
                 old, now = v.meta["files"][name], views.identity(self.folder / name)
@@ -1315,10 +1564,10 @@ class FileStore:
             if new is not None:
                 delayed.append((nb, new, host, score, recheck))
         pending = sum(len(items) for _, _, items in buckets) + len(delayed)
-        if pending != self._lines - self._consumed:
+        if pending + self.paste_left() != self._lines - self._consumed:
             return None   # the index and the journal disagree: let the next run read the files
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
-                    consumed=0, delayed=sorted(delayed), rechecks=len(rechecks))
+                    consumed=0, delayed=sorted(delayed), rechecks=len(rechecks), paste=self._folded_paste)
         return meta, carried.seen, buckets + rechecks
 
 
@@ -1388,6 +1637,20 @@ def _lines_of(fd: int, start: int) -> Iterator[tuple[int, str]]:
             pos += len(raw) + 1
     if carry:
         yield pos, carry.decode("utf-8", "replace")
+
+
+def _data_lines(data: bytes) -> int:
+    """How many of the whole lines in ``data`` are data lines (``is_data``). Only lines that
+    start with whitespace, ``#`` or nothing can be other lines: found by a search in C, then
+    checked one by one."""
+    starts = [0] if data[:1] in _SUSPECT_FIRST else []
+    starts += [m.start() + 1 for m in _SUSPECT_START.finditer(data)]
+    others = 0
+    for st in starts:
+        end = data.find(b"\n", st) + 1
+        if end and not is_data(data[st:end].decode("utf-8", "replace")):
+            others += 1
+    return data.count(b"\n") - others
 
 
 def _outcome_urls(folder: Path) -> SeenSet:

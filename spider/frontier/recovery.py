@@ -23,6 +23,7 @@ from ..urls import host_key, normalize
 from .files import (CHECKS, CLAIMS, CRAWLED, DUPLICATES, FAILED, FAR_AHEAD, HASHES, HEADERS, HOSTS, QUEUE,
                     REJECTED, write_hosts)
 from .seen import SeenSet
+from . import paste
 
 
 SIGNATURE = "frontier.txt"
@@ -56,40 +57,72 @@ def _signature(folder: Path, settings_key: str) -> str:
 
 
 def write_signature(folder: Path, settings_key: str) -> None:
-    """Remember how a clean stop left queue.txt, so the next start can skip the full check."""
+    """Remember how a clean stop left queue.txt, so the next start can skip the full check (and
+    tell lines appended by hand since from an edit: ``pasted_from``)."""
     atomic_write(folder / SIGNATURE, "# queue.txt as the last clean stop left it (a cache; safe to delete)\n"
-                 + _signature(folder, settings_key))
+                 + _signature(folder, settings_key) + _crc_line(folder / QUEUE))
+
+
+def _crc_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f"crc {paste.crc_of(f.fileno(), os.fstat(f.fileno()).st_size)}\n"
+    except OSError:
+        return ""
+
+
+def _saved_signature(folder: Path) -> tuple[str, int | None] | None:
+    """The signature the last clean stop wrote, and its CRC of queue.txt (None if it has none)."""
+    try:
+        text = (folder / SIGNATURE).read_text(encoding="utf-8").split("\n", 1)[1]
+        claims = (folder / CLAIMS).read_text(encoding="utf-8")
+    except (OSError, IndexError):
+        return None
+    if any(map(is_data, claims.splitlines())):
+        return None
+    crc = None
+    m = re.search(r"^crc (\d+)\n", text, re.M)
+    if m:
+        text, crc = text[:m.start()] + text[m.end():], int(m.group(1))
+    return text, crc
 
 
 def is_clean(folder: Path, settings_key: str) -> bool:
     """True when the last run stopped cleanly and nobody touched queue.txt or the settings since."""
+    saved = _saved_signature(folder)
+    return saved is not None and saved[0] == _signature(folder, settings_key)
+
+
+def pasted_from(folder: Path, settings_key: str) -> int | None:
+    """The size queue.txt had at the last clean stop, when the only change since is lines
+    appended to it (a paste, ``spider/frontier/paste.py``): its first bytes are exactly as that
+    stop left them, and nothing else changed. None otherwise."""
+    saved = _saved_signature(folder)
+    if saved is None or saved[1] is None:
+        return None
+    sig, crc = saved
+    m = re.search(r"^queue\.txt (\d+) (\d+) \d+\n", sig, re.M)
+    now = _signature(folder, settings_key)
+    if not m:
+        return None
+    ino, size = int(m.group(1)), int(m.group(2))
+    if sig[:m.start()] + sig[m.end():] != re.sub(r"^queue\.txt .*\n", "", now, flags=re.M):
+        return None   # another file or a setting changed too
     try:
-        sig = (folder / SIGNATURE).read_text(encoding="utf-8").split("\n", 1)[1]
-        claims = (folder / CLAIMS).read_text(encoding="utf-8")
-        return sig == _signature(folder, settings_key) and not any(map(is_data, claims.splitlines()))
-    except (OSError, IndexError):
-        return False
+        with open(folder / QUEUE, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_ino != ino or st.st_size < size + paste.LAZY_BYTES or size == 0 \
+                    or os.pread(f.fileno(), 1, size - 1) != b"\n":
+                return None   # (a short paste: recovery checks it at once, as quick as that)
+            return size if paste.crc_of(f.fileno(), size) == crc else None
+    except OSError:
+        return None
 
 
-_UNDECODABLE = re.compile("[\udc80-\udcff]")   # what surrogateescape makes of bytes that are not UTF-8
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def _shown(text: str) -> str:
-    """A hand-written line as rejected.txt shows it: bytes that are not UTF-8 and control
-    characters as \\xNN escapes, so nothing of it is silently lost."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
+_UNDECODABLE, _shown, _trusted = paste.UNDECODABLE, paste.shown, paste.trusted
 _UNIX_TIME = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
 _COUNT = re.compile(r"[0-9]{1,9}")
 _PLAIN_URL = re.compile(r"https?://[!-~]+")   # printable ASCII, no spaces: as normalize writes it
-
-
-def _trusted(line: str) -> bool:
-    """A full line the crawler wrote itself: its URL is already normalised."""
-    return line.count("\t") >= 4 and line.startswith(("http://", "https://"))
 
 
 def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host: int | None = None) -> Repair:
@@ -138,6 +171,7 @@ def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host:
     # each settled claim consumes one line of the same text. Most such URLs are in crawled.txt
     # or failed.txt anyway; this matters for a recheck, whose URL is crawled by design.
     settled: dict[str, int] = {}
+    taken: list[tuple[int, int]] = []
     if cpath.exists():
         with open(cpath, encoding="utf-8", errors="replace") as f:
             for rec in f:
@@ -159,17 +193,30 @@ def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host:
                     elif rec.startswith("H\t"):
                         h, st = parse_host_line(rec[2:])
                         hosts[h] = st
+                    elif rec.startswith("S\t"):   # lines skipped: blank, reported, or a
+                        _, off, end, _n = rec.rstrip("\n").split("\t")   # judged paste (paste.py)
+                        taken.append((int(off), int(end)))
                 except (ValueError, IndexError):
                     continue
     write_hosts(folder, hosts)
+    taken = _stretches_of(folder, taken)
 
     def lines() -> Iterator[tuple[int, str, str]]:
-        """(line number, line, raw end) of the data lines of queue.txt."""
+        """(line number, line, raw end) of the data lines of queue.txt, but those the run
+        skipped (S records: reported already, or a pasted stretch judged and queued again)."""
         if not qpath.exists():
             return
         # -sig: Notepad's BOM; surrogateescape: bytes that are not UTF-8 are reported, not guessed
         with open(qpath, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+            pos = 3 if taken and open(qpath, "rb").read(3) == b"\xef\xbb\xbf" else 0
+            k = 0
             for no, raw in enumerate(f, 1):
+                if taken:
+                    off, pos = pos, pos + len(raw.encode("utf-8", "surrogateescape"))
+                    while k < len(taken) and taken[k][1] <= off:
+                        k += 1
+                    if k < len(taken) and taken[k][0] <= off:
+                        continue
                 if is_data(raw):
                     yield no, raw.rstrip("\r\n"), raw
 
@@ -224,23 +271,12 @@ def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host:
                         rep.pending += 1
                     continue
             try:
-                if _UNDECODABLE.search(line):
-                    raise ValueError("bytes that are not UTF-8")
-                if "\t" not in line:   # a bare URL, the way a person adds one
-                    e = QueueEntry(line.strip())
-                    url = normalize(e.url)
-                else:
-                    if not raw.endswith("\n"):   # only bare URLs are hand-written so
-                        raise ValueError("torn last line")
-                    e = parse_queue_line(line)
-                    url = e.url if _trusted(line) else normalize(e.url)
-                    if e.not_before > horizon:   # a typo (milliseconds?) would stall the crawl for ever
-                        raise ValueError("not_before is more than a year ahead")
+                e = paste.judge_line(line, raw.endswith("\n"), horizon)
             except ValueError as err:
                 rep.problems.append(f"{QUEUE}:{no}: not a crawlable URL ({err}): {line[:200]!r}")
                 rejected.append(rejected_line(_shown(line), f"{QUEUE}:{no}: {err}"))
                 continue
-            keep(e if url == e.url else QueueEntry(url, e.depth, e.attempts, e.not_before, e.source))
+            keep(e)
         for url, qline in inflight.items():
             try:
                 e = parse_queue_line(qline)
@@ -259,6 +295,23 @@ def recover(folder: Path, admit: Callable[[str, int], str | None], max_per_host:
     atomic_write(cpath, HEADERS[CLAIMS])   # first: a journal must never outlive its queue.txt
     os.replace(tmp, qpath)
     return rep
+
+
+def _stretches_of(folder: Path, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The judged stretches of the journal, sorted, if the journal was written for the
+    queue.txt there is now (its head names the file's inode; byte ranges of another file
+    would skip the wrong lines), else none."""
+    from .files import _journal_for
+    if not taken:
+        return []
+    try:
+        st = os.stat(folder / QUEUE)
+    except OSError:
+        return []
+    size = _journal_for(folder, st.st_ino)
+    if size is None or st.st_size < size or any(e > st.st_size for _, e in taken):
+        return []
+    return sorted(taken)
 
 
 def _urls_per_host(folder: Path) -> dict[str, int]:

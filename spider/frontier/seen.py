@@ -49,7 +49,14 @@ class SeenSet:
         return self._count
 
     def __contains__(self, key: object) -> bool:
-        h = self._fp(key) or 1   # type: ignore[arg-type]
+        return self.has(self._fp(key) or 1)   # type: ignore[arg-type]
+
+    def fingerprint(self, key: str) -> int:
+        """What ``has`` and ``add_fingerprint`` take: work out once, test and insert with it."""
+        return self._fp(key) or 1
+
+    def has(self, h: int) -> bool:
+        """Is the key of fingerprint ``h`` a member?"""
         table, mask = self._table, self._mask
         i = h & mask
         while True:
@@ -62,7 +69,10 @@ class SeenSet:
 
     def add(self, key: str) -> bool:
         """Insert ``key``; True when it was not there before."""
-        h = self._fp(key) or 1
+        return self.add_fingerprint(self._fp(key) or 1)
+
+    def add_fingerprint(self, h: int) -> bool:
+        """Insert the key of fingerprint ``h``; True when it was not there before."""
         table, mask = self._table, self._mask
         i = h & mask
         while True:
