@@ -249,15 +249,6 @@ def _document(body: bytes, charset: str | None) -> bytes | str:
     return _decode(body, charset)
 
 
-def _attr(el: LexborNode, name: str) -> str | None:
-    """An attribute's value, "" for one written without a value (``<a href>``), None if absent."""
-    attrs = el.attrs
-    value = attrs.get(name)
-    if value is None and name in attrs:
-        return ""
-    return value
-
-
 class LinkFinder:
     """Parse one page's HTML and report its raw links and page-level facts."""
 
@@ -267,7 +258,7 @@ class LinkFinder:
             raise ValueError("max_links must be >= 0")
         self.page_url = page_url  # kept for callers/logging; nothing is resolved here
         self.max_links = max_links
-        self._want_hash = text_hash   # the text hash costs ~20% of a parse; skip it when unused
+        self._want_hash = text_hash   # the text hash costs a quarter to a half of a parse: skip it when unused
         self._want_requisites = requisites   # more tags to visit: only when asked for
 
     def find_links(self, body: bytes, charset: str | None = None) -> list[str]:
@@ -330,10 +321,9 @@ class LinkFinder:
                         link = made[href] = Link(href, False)
                     links.append(link)
             elif tag == "link":
-                href = _attr(el, "href")
-                if href is None:
-                    continue
-                rels = _tokens(el.attrs.get("rel"))
+                attrs = el.attributes
+                href = attrs.get("href") or ""   # the query asked for [href]: None is <link href>
+                rels = _tokens(attrs.get("rel"))
                 if canonical is None and "canonical" in rels:
                     canonical = href.strip(_HTML_WS)
                 elif want_requisites and not REQUISITE_RELS.isdisjoint(rels):
@@ -343,7 +333,7 @@ class LinkFinder:
                     if n_links <= max_links:
                         links.append(Link(href.strip(_HTML_WS), "nofollow" in rels))
             elif tag == "meta":
-                attrs = el.attrs
+                attrs = el.attributes
                 name = attrs.get("name")
                 equiv = attrs.get("http-equiv")
                 if equiv is not None and equiv.strip(_HTML_WS).lower() == "refresh":
@@ -362,9 +352,7 @@ class LinkFinder:
                         meta_noindex = True
             elif tag == "base":
                 if base_href is None:
-                    href = _attr(el, "href")
-                    if href is not None:
-                        base_href = href.strip(_HTML_WS)
+                    base_href = (el.attributes.get("href") or "").strip(_HTML_WS)
             elif tag == "title":
                 if title_el is None:
                     title_el = el
@@ -397,9 +385,12 @@ class LinkFinder:
         The text is the document's text nodes outside the invisible elements (script, style,
         noscript, template, title), joined by spaces, all whitespace runs folded to one space; the
         text on both sides of a removed invisible element is one run ("a<script>x</script>b" is
-        "ab"). So pages differing only in tags, attributes, comments, scripts/styles or whitespace
-        hash the same. Runs after the link pass because it removes the invisible elements from
-        the tree (detached, not freed: an inner one found after its outer one is harmless).
+        "ab"), while a tag or a comment between two text nodes is a space ("a<b>b</b>" and
+        "a<!-- -->b" are "a b"; libxml2's tree had no comments, so the hash before lexbor read
+        the latter as "ab"). So pages differing only in tags, attributes, comments' content,
+        scripts/styles or whitespace hash the same. Runs after the link pass because it removes
+        the invisible elements from the tree (detached, not freed: an inner one found after its
+        outer one is harmless).
         """
         for el in tree.css(_INVISIBLE):
             el.decompose(recursive=False)
@@ -427,7 +418,7 @@ def _element_requisites(el: LexborNode, out: list[str]) -> None:
     if tag == "style":
         out.extend(css_urls(el.text()))
         return
-    attrs = el.attrs
+    attrs = el.attributes
     if tag == "input":
         if (attrs.get("type") or "").strip(_HTML_WS).lower() != "image":
             return

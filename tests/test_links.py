@@ -640,6 +640,14 @@ def test_text_hash_ignores_style_and_template_text():
     assert parse("<p>visible</p><noscript><p>hidden</p></noscript>").text_hash == plain
 
 
+def test_text_hash_a_comment_counts_as_a_tag_its_content_not_at_all():
+    # A comment between two text nodes is a boundary, as a tag is (lexbor keeps comment nodes;
+    # libxml2's tree had none, so "a<!---->b" hashed as "ab" before); what it says never counts.
+    assert parse("<p>a<!-- x -->b</p>").text_hash == parse("<p>a<em>b</em></p>").text_hash
+    assert parse("<p>a<!-- x -->b</p>").text_hash == parse("<p>a <!-- generated 12:01 --> b</p>").text_hash
+    assert parse("<p>a<script>x()</script>b</p>").text_hash == parse("<p>ab</p>").text_hash
+
+
 def test_text_hash_format_and_none_for_empty_text():
     h = parse("<p>x</p>").text_hash
     assert h is not None and len(h) == 32 and int(h, 16) >= 0
