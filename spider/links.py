@@ -7,15 +7,23 @@ normalising and filtering are the crawler's job elsewhere.
 
 Design notes:
 
+* The HTML is parsed by lexbor (through selectolax), which builds the tree the
+  WHATWG HTML Standard's parsing algorithm builds, as browsers do: the links
+  found are the ones a browser's DOM holds (``<template>`` content is inert,
+  misnested and unclosed markup is repaired as a browser repairs it).  On a
+  Python docs page (87 KB) the parse and the links take 1.7 ms of CPU where
+  libxml2's took 2.9, the whole ``parse`` 2.2 ms instead of 3.9
+  (``bench/parse_cost.py``).
 * Bytes are decoded in Python (BOM > HTTP charset > ``<meta>``/XML-declaration
-  charset > UTF-8) with ``errors="replace"`` and the resulting ``str`` is handed
-  to libxml2, so undecodable input can never make libxml2 stop early.
-* One ``tree.iter(...)`` pass collects links, ``<base>``, canonical, robots
-  meta and ``<title>``; the visible-text hash is computed afterwards from the
-  same tree.
-* libxml2 aborts a parse at a nesting depth of 2048 (256 without
-  ``huge_tree``).  When that happens the document is re-parsed with all
-  irrelevant tags blanked out, so links after a pathological nest survive.
+  charset > UTF-8) with ``errors="replace"``, so lexbor is only ever given valid
+  UTF-8; valid UTF-8 bodies are handed over as they are, without a decode.
+* One CSS query (lexbor's selector engine, in document order) collects links,
+  ``<base>``, canonical, robots meta and ``<title>``; the visible-text hash is
+  computed afterwards from the same tree, in C (strip, merge, text, one fold).
+* The Standard's tree construction scans the stack of open elements for many
+  tags, so a document nested thousands deep costs depth x tags.  A document
+  with more than ``_MAX_TAGS`` tags is first flattened (every tag that can
+  nest blanked out, links and raw-text elements kept), which bounds the depth.
 * ``parse`` never raises: any failure yields an empty `ParsedPage`.
 """
 
@@ -24,11 +32,9 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
-import threading
 from dataclasses import dataclass, field
-from typing import Iterable
 
-from lxml import etree
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 __all__ = ["Link", "ParsedPage", "LinkFinder", "css_urls", "header_links", "refresh_target", "srcset_urls",
            "stylesheet_urls"]
@@ -47,8 +53,6 @@ _COMMENT_RE = re.compile(rb"<!--.*?(?:-->|$)", re.DOTALL)   # an unclosed one ru
 _XML_DECL_CHARSET_RE = re.compile(
     rb"""\A\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:\-]+)""", re.IGNORECASE
 )
-# lxml refuses a str that starts with an XML declaration carrying an encoding.
-_XML_DECL_RE = re.compile(r"\A\s*<\?xml\b[^>]*>")
 
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -101,12 +105,13 @@ _REJECTED_CODECS = frozenset(
 # <meta name=robots content="noindex, nofollow">: comma and/or space separated.
 _ROBOTS_SPLIT_RE = re.compile(r"[\s,]+")
 
-# Tags the single pass over the tree cares about.
-_WANTED_TAGS = ("a", "area", "base", "link", "meta", "title", "iframe", "frame")
+# The elements the single query over the tree asks for, in one selector list (lexbor returns the
+# matches in document order). An <a>/<area> without href is no link; a <meta> is read for robots
+# and refresh; only the first <title> and <base href> count.
+_WANTED = "a[href], area[href], iframe[src], frame[src], link[href], meta, base[href], title"
 # ... and with page requisites wanted (``LinkFinder(requisites=True)``, wget -p): what a browser
 # loads to show the page. <link> rels are below; <style> text and style attributes give url()s.
-_REQUISITE_TAGS = _WANTED_TAGS + ("img", "script", "video", "audio", "source", "track", "embed",
-                                  "object", "input", "style")
+_REQUISITES = _WANTED + ", img, script, video, audio, source, track, embed, object, input, style"
 # <link rel=...> values naming another page (followed like <a href>). rel=canonical is read apart
 # (the page is a variant of that one); rel=search, dns-prefetch, preconnect and the like are not pages.
 PAGE_RELS = frozenset({"alternate", "next", "prev", "previous", "first", "last", "up", "index",
@@ -118,34 +123,24 @@ REQUISITE_RELS = frozenset({"stylesheet", "icon", "shortcut", "apple-touch-icon"
 # Subtrees whose text is not visible page text (<title> is hashed separately,
 # first, so extra <title>s, e.g. SVG tooltips, are dropped too).
 _INVISIBLE_TAGS = ("script", "style", "noscript", "template", "title")
+_INVISIBLE = ", ".join(_INVISIBLE_TAGS)
 
-# Fallback for documents nested beyond libxml2's depth limit: blank out every
-# tag except ones that cannot nest (void, raw-text, self-closing <a>, singletons),
-# which removes the nesting but keeps text and links.  `[^<>]*` keeps the scan
-# linear on hostile input.
-_KEEP_TAGS = "a|area|base|link|meta|title|script|style|textarea|html|head|body"
+# The HTML Standard's tree construction scans the stack of open elements for many tags (is a <p>
+# open? a <li>? is this end tag's element in scope?), so in lexbor, as in the Standard, a document
+# nested N deep costs ~N x tags: 20,000 unclosed <div> and 20,000 </p> took 0.6 s, 40,000 of each
+# 10 s. Above this many "<", the document is flattened first: every tag blanked out except ones
+# that cannot nest (void and raw-text elements, <a>, which closes an open <a>, and singletons),
+# which keeps text and links and bounds the depth; it is then parsed with scripting enabled, so
+# that <noscript> is raw text too (hidden from the text hash as before; its links are not seen,
+# as in a browser that runs scripts). Lost there too: <video>, <audio> and <object> requisites.
+# The Python docs' median page has 2,200 tags (10 of their 530 pages have more than 20,000).
+_MAX_TAGS = 10_000
+_KEEP_TAGS = ("a|area|base|link|meta|title|script|style|textarea|xmp|iframe|noembed|noframes|plaintext"
+              "|noscript|frame|img|source|track|embed|input|html|head|body")
+# `[^<>]*` keeps the scan linear on hostile input.
 _IRRELEVANT_TAG_RE = re.compile(
     r"</?(?!(?:%s)[\s/>])[A-Za-z][^<>]*>" % _KEEP_TAGS, re.IGNORECASE
 )
-
-_local = threading.local()
-
-
-def _parser() -> etree.HTMLParser:
-    """Per-thread parser: lxml parsers must not be shared between threads."""
-    parser = getattr(_local, "parser", None)
-    if parser is None:
-        parser = etree.HTMLParser(
-            recover=True,
-            no_network=True,
-            remove_comments=True,  # comments are neither links nor visible text
-            remove_pis=True,
-            collect_ids=False,
-            default_doctype=False,
-            huge_tree=True,  # depth limit 2048 instead of 256; no entity risk in HTML
-        )
-        _local.parser = parser
-    return parser
 
 
 @dataclass(frozen=True)
@@ -240,64 +235,20 @@ def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
-# The visible text folded in C: each text node that is not blank, its whitespace runs collapsed by
-# XPath normalize-space(), followed by one space. That is exactly _fold(" ".join(itertext())) as
-# long as the text holds no whitespace other than space, TAB, CR and LF (str.split also splits on
-# the characters of _OTHER_SPACE); measured on a 20 KB page, 59 us instead of 96.
-_TEXT_XSLT = b"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
-<xsl:output method="text" encoding="utf-8"/>
-<xsl:template match="/"><xsl:for-each select="//text()[normalize-space()]">
-<xsl:value-of select="normalize-space()"/><xsl:text> </xsl:text></xsl:for-each></xsl:template>
-</xsl:stylesheet>"""
-# The whitespace str.split() knows and XPath does not, as UTF-8: VT, FF, U+001C-U+001F, NEL, NBSP,
-# U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. Tested with `in` (memchr speed; a
-# regex character class scans 18 KB in ~50 us), the U+20xx range by a regex with a literal prefix.
-_OTHER_SPACE = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
-_OTHER_SPACE_UTF8 = (b"\xc2\x85", b"\xc2\xa0", b"\xe1\x9a\x80", b"\xe2\x81\x9f", b"\xe3\x80\x80")
-_SPACE_U20XX = re.compile(b"\xe2\x80[\x80-\x8a\xa8\xa9\xaf]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
-
-
-def _has_other_space(text: bytes) -> bool:
-    if any(c in text for c in _OTHER_SPACE):
-        return True
-    if text.isascii():
-        return False
-    return any(c in text for c in _OTHER_SPACE_UTF8) or (b"\xe2\x80" in text and bool(_SPACE_U20XX.search(text)))
-
-
-def _visible_text(root: etree._Element, stripped_from: Iterable[etree._Element | None]) -> str:
-    """The document's text nodes joined by spaces, whitespace runs folded to one space.
-
-    ``stripped_from``: the elements that lost children to ``strip_elements``. The text before
-    and after a removed child is left as two adjacent text nodes, which the Python fold reads as
-    one string; setting them again joins each run into one node for XPath too. lxml refuses to
-    set text with control characters, so such a document takes the Python fold."""
-    runs = []
-    for parent in stripped_from:
-        if parent is not None:
-            runs.append((parent, [parent.text] + [child.tail for child in parent]))
-    if not any(_CONTROL.search(t) for _, texts in runs for t in texts if t):
-        for parent, texts in runs:
-            parent.text = texts[0]
-            for child, tail in zip(parent, texts[1:]):
-                child.tail = tail
-        transform = getattr(_local, "text_xslt", None)
-        if transform is None:
-            transform = _local.text_xslt = etree.XSLT(etree.XML(_TEXT_XSLT))
+def _document(body: bytes, charset: str | None) -> bytes | str:
+    """What lexbor is given: the body itself when it is valid UTF-8 (no decode, no encode: lexbor
+    reads UTF-8), else the text `_decode` makes of it (selectolax encodes it to UTF-8)."""
+    codec, skip = _detect_encoding(body, charset)
+    if codec == "utf-8":
+        data = body[skip:] if skip else body
+        if data.isascii():
+            return data
         try:
-            out = bytes(transform(root.getroottree()))
-            if not _has_other_space(out):
-                return out.decode("utf-8").rstrip(" ")
-        except (etree.XSLTError, UnicodeDecodeError):
-            pass
-    return _fold(" ".join(root.itertext()))
-
-
-def _hit_depth_limit(parser: etree.HTMLParser) -> bool:
-    """True if libxml2 stopped early because the document nested too deeply."""
-    last = parser.error_log.last_error
-    return last is not None and last.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return _decode(body, charset)
+        return data
+    return _decode(body, charset)
 
 
 class LinkFinder:
@@ -309,7 +260,7 @@ class LinkFinder:
             raise ValueError("max_links must be >= 0")
         self.page_url = page_url  # kept for callers/logging; nothing is resolved here
         self.max_links = max_links
-        self._want_hash = text_hash   # the text hash costs ~20% of a parse; skip it when unused
+        self._want_hash = text_hash   # the text hash costs a quarter to a half of a parse: skip it when unused
         self._want_requisites = requisites   # more tags to visit: only when asked for
 
     def find_links(self, body: bytes, charset: str | None = None) -> list[str]:
@@ -329,48 +280,52 @@ class LinkFinder:
     def _parse(self, body: bytes, charset: str | None) -> ParsedPage:
         if not body:
             return ParsedPage()
-        text = _decode(bytes(body), charset)
-        text = _XML_DECL_RE.sub("", text, count=1)
-        if not text or text.isspace():
+        body = bytes(body)
+        document = _document(body, charset)
+        if not document or document.isspace():
             return ParsedPage()
-        parser = _parser()
-        root = etree.fromstring(text, parser)
-        if root is not None and _hit_depth_limit(parser):
-            flat = _IRRELEVANT_TAG_RE.sub(" ", text)
-            flat_root = etree.fromstring(flat, parser)
-            if flat_root is not None:
-                root = flat_root
-        if root is None:
+        flatten = document.count(b"<" if isinstance(document, bytes) else "<") > _MAX_TAGS
+        if flatten:
+            text = document if isinstance(document, str) else _decode(body, charset)
+            document = _IRRELEVANT_TAG_RE.sub(" ", text)
+        tree = LexborHTMLParser(document, scripting=flatten)
+        if tree.root is None:
             return ParsedPage()
-        return self._extract(root)
+        return self._extract(tree)
 
-    def _extract(self, root: etree._Element) -> ParsedPage:
+    def _extract(self, tree: LexborHTMLParser) -> ParsedPage:
         max_links = self.max_links
         links: list[Link] = []
         n_links = 0
         base_href: str | None = None
         canonical: str | None = None
-        title_el: etree._Element | None = None
+        title_el: LexborNode | None = None
         meta_nofollow = meta_noindex = False
         want_requisites = self._want_requisites
         requisites: list[str] = []
+        made: dict[str, Link] = {}   # href -> its followed Link (frozen, so shared)
 
-        for el in root.iter(*(_REQUISITE_TAGS if want_requisites else _WANTED_TAGS)):
+        for el in tree.css(_REQUISITES if want_requisites else _WANTED):
             tag = el.tag
             if tag == "a" or tag == "area" or tag == "iframe" or tag == "frame":
-                href = el.get("href" if tag == "a" or tag == "area" else "src")
-                if href is None:
-                    continue
+                attrs = el.attributes   # one dict: ~4x cheaper than two lookups through .attrs
+                # the query asked for [href] / [src]: None is a value-less attribute, <a href>
+                href = (attrs.get("href" if tag == "a" or tag == "area" else "src") or "").strip(_HTML_WS)
+                rel = attrs.get("rel")
                 n_links += 1
-                if n_links <= max_links:
-                    links.append(
-                        Link(href.strip(_HTML_WS), "nofollow" in _tokens(el.get("rel")))
-                    )
-            elif tag == "link":
-                href = el.get("href")
-                if href is None:
+                if n_links > max_links:
                     continue
-                rels = _tokens(el.get("rel"))
+                if rel is not None and "nofollow" in rel.lower().split():
+                    links.append(Link(href, True))
+                else:   # half of a real page's links are written twice or more (menus): one Link each
+                    link = made.get(href)
+                    if link is None:
+                        link = made[href] = Link(href, False)
+                    links.append(link)
+            elif tag == "link":
+                attrs = el.attributes
+                href = attrs.get("href") or ""   # the query asked for [href]: None is <link href>
+                rels = _tokens(attrs.get("rel"))
                 if canonical is None and "canonical" in rels:
                     canonical = href.strip(_HTML_WS)
                 elif want_requisites and not REQUISITE_RELS.isdisjoint(rels):
@@ -380,16 +335,17 @@ class LinkFinder:
                     if n_links <= max_links:
                         links.append(Link(href.strip(_HTML_WS), "nofollow" in rels))
             elif tag == "meta":
-                name = el.get("name")
-                equiv = el.get("http-equiv")
+                attrs = el.attributes
+                name = attrs.get("name")
+                equiv = attrs.get("http-equiv")
                 if equiv is not None and equiv.strip(_HTML_WS).lower() == "refresh":
-                    target = refresh_target(el.get("content") or "")
+                    target = refresh_target(attrs.get("content") or "")
                     if target is not None:
                         n_links += 1
                         if n_links <= max_links:
                             links.append(Link(target, False))
                 elif name is not None and name.strip(_HTML_WS).lower() == "robots":
-                    directives = _ROBOTS_SPLIT_RE.split((el.get("content") or "").lower())
+                    directives = _ROBOTS_SPLIT_RE.split((attrs.get("content") or "").lower())
                     if "none" in directives:
                         meta_nofollow = meta_noindex = True
                     if "nofollow" in directives:
@@ -398,19 +354,17 @@ class LinkFinder:
                         meta_noindex = True
             elif tag == "base":
                 if base_href is None:
-                    href = el.get("href")
-                    if href is not None:
-                        base_href = href.strip(_HTML_WS)
+                    base_href = (el.attributes.get("href") or "").strip(_HTML_WS)
             elif tag == "title":
                 if title_el is None:
                     title_el = el
             else:
                 _element_requisites(el, requisites)
         if want_requisites:
-            for style in root.xpath("//@style"):
-                requisites.extend(css_urls(str(style)))
+            for el in tree.css("[style]"):
+                requisites.extend(css_urls(el.attrs.get("style") or ""))
 
-        title = _fold("".join(title_el.itertext())) if title_el is not None else None
+        title = _fold(title_el.text()) if title_el is not None else None
         return ParsedPage(
             links=links,
             base_href=base_href,
@@ -418,7 +372,7 @@ class LinkFinder:
             title=title,
             meta_nofollow=meta_nofollow,
             meta_noindex=meta_noindex,
-            text_hash=self._text_hash(root, title) if self._want_hash else None,
+            text_hash=self._text_hash(tree, title) if self._want_hash else None,
             truncated=n_links > max_links or len(requisites) > max_links,
             # requisites are capped apart (a page of a million <img> is as hostile as one of
             # a million <a>); the cut ones are counted with the links
@@ -427,20 +381,23 @@ class LinkFinder:
         )
 
     @staticmethod
-    def _text_hash(root: etree._Element, title: str | None) -> str | None:
+    def _text_hash(tree: LexborHTMLParser, title: str | None) -> str | None:
         """Hash of the visible text (title + body), insensitive to markup.
 
-        Every text-node boundary counts as whitespace and all whitespace runs
-        fold to one space, so pages differing only in tags, attributes,
-        comments, scripts/styles or whitespace hash the same.  Runs after the
-        link pass because it removes the invisible subtrees from the tree.
+        The text is the document's text nodes outside the invisible elements (script, style,
+        noscript, template, title), joined by spaces, all whitespace runs folded to one space; the
+        text on both sides of a removed invisible element is one run ("a<script>x</script>b" is
+        "ab"), while a tag or a comment between two text nodes is a space ("a<b>b</b>" and
+        "a<!-- -->b" are "a b"; libxml2's tree had no comments, so the hash before lexbor read
+        the latter as "ab"). So pages differing only in tags, attributes, comments' content,
+        scripts/styles or whitespace hash the same. Runs after the link pass because it removes
+        the invisible elements from the tree (detached, not freed: an inner one found after its
+        outer one is harmless).
         """
-        # The whole document rather than just <body>: libxml2 hoists some
-        # elements (e.g. a leading <textarea>) into <head>.  <head> holds no
-        # other text once the invisible elements are gone.
-        parents = {el.getparent() for el in root.iter(*_INVISIBLE_TAGS)}
-        etree.strip_elements(root, *_INVISIBLE_TAGS, with_tail=False)
-        text = _visible_text(root, parents)
+        for el in tree.css(_INVISIBLE):
+            el.decompose(recursive=False)
+        tree.merge_text_nodes()   # the runs the removals left, one text node each
+        text = _fold(tree.text(separator=" "))
         if title:
             text = f"{title} {text}" if text else title
         if not text:
@@ -457,24 +414,25 @@ _REQUISITE_ATTRS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _element_requisites(el: etree._Element, out: list[str]) -> None:
-    """Append the requisites one element names (``_REQUISITE_TAGS`` other than <a>, <link>, ...)."""
+def _element_requisites(el: LexborNode, out: list[str]) -> None:
+    """Append the requisites one element names (``_REQUISITES`` other than <a>, <link>, ...)."""
     tag = el.tag
     if tag == "style":
-        out.extend(css_urls("".join(el.itertext())))
+        out.extend(css_urls(el.text()))
         return
+    attrs = el.attributes
     if tag == "input":
-        if (el.get("type") or "").strip(_HTML_WS).lower() != "image":
+        if (attrs.get("type") or "").strip(_HTML_WS).lower() != "image":
             return
-        attrs: tuple[str, ...] = ("src",)
+        names: tuple[str, ...] = ("src",)
     else:
-        attrs = _REQUISITE_ATTRS.get(tag, ())
-    for name in attrs:
-        value = el.get(name)
+        names = _REQUISITE_ATTRS.get(tag, ())
+    for name in names:
+        value = attrs.get(name)
         if value is not None and value.strip(_HTML_WS):
             out.append(value.strip(_HTML_WS))
     if tag == "img" or tag == "source":
-        out.extend(srcset_urls(el.get("srcset") or ""))
+        out.extend(srcset_urls(attrs.get("srcset") or ""))
 
 
 _REFRESH_RE = re.compile(r"""\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(.*)""", re.IGNORECASE | re.DOTALL)

@@ -30,8 +30,14 @@ def test_frames_meta_refresh_and_page_rels_are_links() -> None:
         <meta http-equiv="Refresh" content="5; URL='later.html'"></head>
         <body><a href="a.html">a</a><iframe src="f.html"></iframe><frameset><frame src="fr.html"></frameset>
         <img src="i.png"></body></html>""")
-    assert [link.href for link in page.links] == ["n.html", "p.html", "de/", "later.html", "a.html", "f.html", "fr.html"]
+    # The <frameset> after the body's content is ignored with its <frame>, as a browser ignores it (HTML
+    # Standard 13.2.6.4.7, "in body", start tag "frameset": the frameset-ok flag is "not ok"); libxml2
+    # kept it. A frameset document's frames are links:
+    assert [link.href for link in page.links] == ["n.html", "p.html", "de/", "later.html", "a.html", "f.html"]
     assert page.canonical == "c.html" and page.requisites == []   # requisites only when asked for
+    frames = LinkFinder("http://a.test/").parse(b"""<html><head><title>t</title></head>
+        <frameset cols="50%,50%"><frame src="fr.html"><frame src="fr2.html" name="x"></frameset></html>""")
+    assert [link.href for link in frames.links] == ["fr.html", "fr2.html"]
 
 
 def test_requisites_are_found_when_asked_for() -> None:
