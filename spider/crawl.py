@@ -382,7 +382,7 @@ class Crawl:
         old_int = signal.signal(signal.SIGINT, self._on_signal)
         old_term = signal.signal(signal.SIGTERM, self._on_signal)
         procs: list[multiprocessing.process.BaseProcess] = []
-        # The workers' modules (requests, lxml, ada) imported once, before the fork, instead of
+        # The workers' modules (requests, selectolax, lxml, ada) imported once, before the fork, instead of
         # in every worker after it: ~0.1 CPU s a worker (and a replacement) saved, pages shared.
         from . import fetch, spider  # noqa: F401
         try:
