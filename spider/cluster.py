@@ -65,12 +65,9 @@ local out = {}
 for i = 4, #ARGV do
   if #out >= tonumber(ARGV[3]) then break end
   local host = ARGV[i]
-  if redis.call('HGET', hk('h', host), 'lowner') == ARGV[2] then
-    local busy = false
-    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-      if first_field(v) == ARGV[2] then busy = true; break end
-    end
-    if not busy then end_lease(host); out[#out + 1] = host end
+  if redis.call('HEXISTS', hk('l', host), ARGV[2]) == 1 and not busy(host, ARGV[2]) then
+    end_lease(host, ARGV[2])
+    out[#out + 1] = host
   end
 end
 return out
@@ -252,7 +249,8 @@ class ClusterStore(RedisStore):
         """A store of this worker's own (its own connections: none are shared across a fork)."""
         store = ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
                                      max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
-                                     order=order_of(config), lease=lease, defer=True)
+                                     order=order_of(config), lease=lease, defer=True,
+                                     join=config.delay == 0 and not config.auto_throttle)
         store.discover(config)
         return store
 
@@ -926,7 +924,8 @@ def status_report(store: ClusterStore) -> str:
         out.append(f"  {'host (leased)':32} {'holder':34} {'pending':>7} {'flight':>6} {'lease':>6}")
         for raw, until in leases:
             host = raw.decode()
-            holder = (store._do(lambda: r.hget(store.per_host("h", host), "lowner")) or b"-").decode()
+            holders = store._do(lambda: r.hkeys(store.per_host("l", host)))   # several: a host with no delay
+            holder = ",".join(sorted(h.decode() for h in holders)) or "-"
             pending = store.pending_on(host)
             fl = store._do(lambda: r.hlen(store.per_host("f", host)))
             out.append(f"  {host[:32]:32} {holder[:34]:34} {pending:>7} {fl:>6} {until / 1000 - now:>5.0f}s")

@@ -184,12 +184,31 @@ local function packed_add(key, fp)
   redis.call('SET', key, bucket .. fp)   -- SET, not APPEND: APPEND's spare room would double the size
   return true
 end
-local function end_lease(host)
-  local o = redis.call('HGET', hk('h', host), 'lowner')
-  if o then redis.call('SREM', k('held:' .. o), host) end
-  redis.call('HDEL', hk('h', host), 'lowner', 'luntil')
-  redis.call('HINCRBY', hk('h', host), 'tok', 1)   -- a later settle under the old token is refused
-  redis.call('ZREM', k('leases'), host)
+-- The host's lease summary, for readers outside the scripts (status, push, pull): ``lowner`` one
+-- holder, ``luntil`` the latest expiry; ``P:leases`` scores the host by its earliest expiry (the
+-- expiry scan of select_hosts finds it when any of its holders runs out).
+local function resum(host)
+  local all = redis.call('HGETALL', hk('l', host))
+  local h = hk('h', host)
+  if #all == 0 then
+    redis.call('HDEL', h, 'lowner', 'luntil')
+    redis.call('ZREM', k('leases'), host)
+    return
+  end
+  local lo, hi = nil, nil
+  for i = 2, #all, 2 do
+    local u = tonumber(string.match(all[i], '^[^\t]*'))
+    if lo == nil or u < lo then lo = u end
+    if hi == nil or u > hi then hi = u end
+  end
+  redis.call('HSET', h, 'lowner', all[1], 'luntil', num(hi))
+  redis.call('ZADD', k('leases'), num(lo), host)
+end
+-- end this owner's lease of the host (its in-flight URLs there are given back first, or settled)
+local function end_lease(host, owner)
+  redis.call('HDEL', hk('l', host), owner)
+  redis.call('SREM', k('held:' .. owner), host)
+  resum(host)
 end
 -- the in-flight URLs of this owner on this host go back to pending; returns how many
 local function give_back(host, owner)
@@ -212,20 +231,70 @@ local function give_back(host, owner)
   end
   return n
 end
+-- The host's live holders (owner -> token) and how many; a holder whose lease ran out is let go
+-- here, its in-flight URLs back to pending (whoever looks first takes an expired lease back).
+local function holders(host)
+  local all = redis.call('HGETALL', hk('l', host))
+  local out, n, now = {}, 0, nil
+  for i = 1, #all, 2 do
+    local u, t = string.match(all[i + 1], '^([^\t]*)\t(.*)$')
+    now = now or server_ms()
+    if tonumber(u) <= now then
+      give_back(host, all[i])
+      end_lease(host, all[i])
+    else
+      out[all[i]] = t
+      n = n + 1
+    end
+  end
+  return out, n
+end
+-- A host that keeps a pace (a delay, a slot ahead, failures, a reason such as Retry-After; or a
+-- pace not told yet, ``pace`` being the delay its last claimer works to) has one holder at most.
+local function paced(host, now)
+  local st = redis.call('HMGET', hk('h', host), 'pace', 'next', 'delay', 'failures', 'reason')
+  return st[1] ~= '0' or tonumber(st[2] or '0') > now or tonumber(st[3] or '0') > 0
+         or tonumber(st[4] or '0') > 0 or (st[5] or '-') ~= '-'
+end
+-- may this owner claim on the host, whose slot after the claim is ``nxt`` ('0': no delay)?
+local function claimable(host, owner, now, nxt, join)
+  local hs, n = holders(host)
+  local mine = hs[owner] ~= nil
+  if n > (mine and 1 or 0) then   -- others hold it: shared, if it keeps no pace
+    return nxt == '0' and (mine or join == '1') and not paced(host, now)
+  end
+  return true
+end
+-- take (or keep) this owner's lease of the host, its expiry ttl ms from now; returns its token
 local function hold(host, owner, ttl)
-  local h = hk('h', host)
-  local lo = redis.call('HGET', h, 'lowner')
+  local l = hk('l', host)
+  local cur = redis.call('HGET', l, owner)
   local tok
-  if lo == owner then
-    tok = redis.call('HGET', h, 'tok')
-  else
-    tok = tostring(redis.call('HINCRBY', h, 'tok', 1))
+  if cur then
+    tok = string.match(cur, '\t(.*)$')
+  else   -- a new lease, a new token: a settle under an earlier one is refused
+    tok = tostring(redis.call('HINCRBY', hk('h', host), 'tok', 1))
     redis.call('SADD', k('held:' .. owner), host)
   end
-  local untl = server_ms() + tonumber(ttl)
-  redis.call('HSET', h, 'lowner', owner, 'luntil', num(untl))
-  redis.call('ZADD', k('leases'), num(untl), host)
+  redis.call('HSET', l, owner, num(server_ms() + tonumber(ttl)) .. '\t' .. tok)
+  resum(host)
   return tok
+end
+-- extend this owner's lease of the host, if it holds one; returns whether it does
+local function extend(host, owner, ttl)
+  local l = hk('l', host)
+  local cur = redis.call('HGET', l, owner)
+  if not cur then return false end
+  redis.call('HSET', l, owner, num(server_ms() + tonumber(ttl)) .. string.match(cur, '\t.*$'))
+  resum(host)
+  return true
+end
+-- has this owner URLs in flight on the host?
+local function busy(host, owner)
+  for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
+    if first_field(v) == owner then return true end
+  end
+  return false
 end
 local function in_flight(host, owner, tok, key, line)
   redis.call('HSET', hk('f', host), first_field(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
@@ -233,17 +302,12 @@ local function in_flight(host, owner, tok, key, line)
   redis.call('HINCRBY', k('counts'), 'inflight', 1)
   redis.call('HINCRBY', k('owners'), owner, 1)
 end
--- let go of a host that has nothing left for its holder
+-- let go of a host that has nothing left for this holder
 local function maybe_release(host, owner)
-  local h = hk('h', host)
-  if redis.call('HGET', h, 'lowner') ~= owner then return end
   if redis.call('ZCARD', hk('q', host)) + redis.call('ZCARD', hk('r', host)) + redis.call('ZCARD', hk('d', host)) > 0 then
     return
   end
-  for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-    if string.match(v, '^[^\t]*') == owner then return end
-  end
-  end_lease(host)
+  if not busy(host, owner) then end_lease(host, owner) end
 end
 -- settle a claim (RedisStore.settle): 1, or 0 when it is no longer this owner's (lease lost)
 local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb, lease)
@@ -261,26 +325,14 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
     redis.call('HINCRBY', k('counts'), kind, 1)
   end
   if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
-  local h = hk('h', host)
-  if redis.call('HGET', h, 'lowner') == owner then
-    local untl = server_ms() + tonumber(lease)
-    redis.call('HSET', h, 'luntil', num(untl))
-    redis.call('ZADD', k('leases'), num(untl), host)
-    maybe_release(host, owner)
-  end
+  if extend(host, owner, lease) then maybe_release(host, owner) end
   return 1
 end
 -- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
 local function renew(owner, lease, from)
   local held = {}
-  local untl = num(server_ms() + tonumber(lease))
   for i = from, #ARGV do
-    local h = hk('h', ARGV[i])
-    if redis.call('HGET', h, 'lowner') == owner then
-      redis.call('HSET', h, 'luntil', untl)
-      redis.call('ZADD', k('leases'), untl, ARGV[i])
-      held[#held + 1] = ARGV[i]
-    end
+    if extend(ARGV[i], owner, lease) then held[#held + 1] = ARGV[i] end
   end
   return held
 end
@@ -303,6 +355,7 @@ if OPS then
     local op = f[i]
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
     elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
+    elseif op == 'P' then redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
     elseif op == 'S' then settle(unpack(f, i + 1, i + 13)); i = i + 14
     else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
   end
@@ -348,17 +401,17 @@ return 1
 
 # select, the claim step's first half: ARGV 1 prefix, 2 now, 3 limit, 4 --max-pages ('' none),
 # 5 owner, 6 most hosts this owner may hold ('' no limit), 7 let go of a held host whose slot is
-# further than this many seconds away (Retry-After, backoff) and that has nothing in flight. Takes back expired leases, lets due retries join the index, then walks the index (best
-# key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
+# further than this many seconds away (Retry-After, backoff) and that has nothing in flight,
+# 8 join ('1': with no other host ready, this owner may join a host others hold that keeps no
+# pace). Takes back expired leases, lets due retries join the index, then walks the index (best
+# key first) for up to ``limit`` hosts that are ready and this owner's to take. Returns
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
 _SELECT_FN = r"""
-local function select_hosts(nowarg, limitarg, cap, owner, share, letgo)
+local function select_hosts(nowarg, limitarg, cap, owner, share, letgo, join)
 local now = tonumber(nowarg)
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('leases'), '-inf', num(server_ms()))) do
-  local o = redis.call('HGET', hk('h', host), 'lowner')
-  if o then give_back(host, o) end
-  end_lease(host)
+  holders(host)   -- those whose lease ran out are let go, their URLs back to pending
 end
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', nowarg)) do
   local d = hk('d', host)
@@ -382,37 +435,49 @@ end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local index = room > 0 and k('hosts') or k('rhosts')
+-- Let go of the held hosts that wait long (Retry-After, backoff), and of those that keep a pace
+-- while others hold them too (a shared host whose state changed: one holder stays, the last one
+-- to look), if nothing of this owner is in flight there. The share counts hosts held alone.
+local held = 0
 for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. owner))) do
-  local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
-  if nxt > now + tonumber(letgo) then
-    local busy = false
-    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-      if first_field(v) == owner then busy = true; break end
+  local hs, n = holders(host)
+  if hs[owner] then
+    local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
+    if (nxt > now + tonumber(letgo) or (n > 1 and paced(host, now))) and not busy(host, owner) then
+      end_lease(host, owner)
+    elseif n == 1 then
+      held = held + 1
     end
-    if not busy then end_lease(host) end
   end
 end
-local held = redis.call('SCARD', k('held:' .. owner))
-local ready, start = {}, 0
+-- Hosts this owner holds, or free ones within its share, first; with none ready, a host others
+-- hold that keeps no pace is joined (``join``): several holders, each with its own lease.
+local ready, joinable, start = {}, {}, 0
 while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
   if #hosts == 0 then break end
   for _, host in ipairs(hosts) do
-    local st = redis.call('HMGET', hk('h', host), 'next', 'lowner')
-    if st[2] and st[2] ~= owner then
-      -- another worker's host (an expired lease was taken back above)
-    elseif not st[2] and share ~= '' and held >= tonumber(share) then
+    local hs, n = holders(host)
+    local mine = hs[owner] ~= nil
+    local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
+    if n > (mine and 1 or 0) and (not mine or paced(host, now)) then
+      -- other workers' host: joined only when it keeps no pace and nothing else is ready
+      if join == '1' and not mine and #joinable < limit and not paced(host, now) then
+        joinable[#joinable + 1] = host
+      end
+    elseif not mine and share ~= '' and held >= tonumber(share) then
       -- a free host, but this worker holds its share of hosts already
-    elseif st[1] and tonumber(st[1]) > now then
-      later(tonumber(st[1]))
+    elseif nxt > now then
+      later(nxt)
     else
-      if not st[2] then held = held + 1 end
+      if not mine then held = held + 1 end
       ready[#ready + 1] = host
       if #ready >= limit then break end
     end
   end
   start = start + 64
 end
+if #ready == 0 then ready = joinable end
 local d = redis.call('ZRANGE', k('dhosts'), 0, 63, 'WITHSCORES')
 for i = 1, #d, 2 do
   local host, nb = d[i], tonumber(d[i + 1])
@@ -430,18 +495,15 @@ end
 """
 
 _CLAIM_FN = r"""
-local function claim_from(owner, now, lease, room, limit, slot)
+local function claim_from(owner, now, lease, room, limit, slot, join)
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local out, taken = {}, 0
 while taken < tonumber(limit) do
   local best, bz, bline, bkey = nil, nil, nil, nil
   for host, _ in pairs(slot) do
-    local lo, lu, nx = unpack(redis.call('HMGET', hk('h', host), 'lowner', 'luntil', 'next'))
-    local ok = true
-    if lo and lo ~= owner then
-      if tonumber(lu) > server_ms() then ok = false else give_back(host, lo); end_lease(host) end
-    end
+    local nx = redis.call('HGET', hk('h', host), 'next')
+    local ok = claimable(host, owner, now, slot[host], join)
     if ok and nx and tonumber(nx) > now then ok = false; later(tonumber(nx)) end
     if ok then
       local r = redis.call('ZRANGE', hk('r', host), 0, 0, 'WITHSCORES')
@@ -473,7 +535,7 @@ while taken < tonumber(limit) do
   reindex(best)
   out[#out + 1] = bline
   out[#out + 1] = tok
-  for _, v in ipairs(redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason')) do
+  for _, v in ipairs(redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')) do
     out[#out + 1] = v or ''
   end
   taken = taken + 1
@@ -484,21 +546,21 @@ end
 """
 
 _SELECT = _LUA_COMMON + _SELECT_FN + r"""
-local room, wait, pending, inflight, ready = select_hosts(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
 local out = {tostring(room), wait and string.format('%.17g', wait) or '', pending, tostring(inflight)}
 for _, host in ipairs(ready) do out[#out + 1] = host end
 return out
 """
 
-# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, then pairs
-# (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
+# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, 7 join, then
+# pairs (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
 # URLs, best key first among them, each with its host's lease. Returns
 # {wait ('' none), pending, in flight, then per URL: line, token, and its host's next, delay,
-# failures, reason}.
+# failures, reason, pace}.
 _CLAIM = _LUA_COMMON + _CLAIM_FN + r"""
 local slot = {}
-for i = 7, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
-local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot)
+for i = 8, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
+local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot, ARGV[7])
 local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
 local head = {wait and string.format('%.17g', wait) or '', c[1] or '0', c[2] or '0'}
 for _, x in ipairs(out) do head[#head + 1] = x end
@@ -508,15 +570,16 @@ return head
 # claim in one round trip (a worker's claim of one URL): select and claim in one script, no slot
 # (the client raises the host's slot after, in its next call: the lease keeps others off the host).
 # ARGV 1 prefix, 2 now, 3 --max-pages ('' none), 4 owner, 5 most hosts ('' no limit), 6 let go,
-# 7 lease ms. Returns {room, wait, pending, in flight, line, token, next, delay, failures, reason}.
+# 7 lease ms, 8 join. Returns {room, wait, pending, in flight, line, token, next, delay, failures,
+# reason, pace}.
 _CLAIM_ONE = _LUA_COMMON + _SELECT_FN + _CLAIM_FN + r"""
-local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8])
 local out = {}
 if #ready > 0 then
   local slot = {}
   for _, host in ipairs(ready) do slot[host] = '0' end
   local w
-  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, 1, slot)
+  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, 1, slot, ARGV[8])
   if w and (wait == nil or w < wait) then wait = w end
   local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
   pending, inflight = c[1] or '0', c[2] or '0'
@@ -527,21 +590,21 @@ return head
 """
 
 # a redirect target: ARGV 1 prefix, 2 lifo, 3 host, 4 owner, 5 now, 6 delay, 7 lease ms,
-# 8 fingerprint, 9 bucket key, 10 score, 11 line. Returns {'known'}, {'queued'} (its host is
-# another worker's: left pending for it) or {'ok', start, token}.
+# 8 fingerprint, 9 bucket key, 10 score, 11 line, 12 join ('1': may join a shared host). Returns
+# {'known'}, {'queued'} (its host is other workers' and this one may not join them: left pending
+# for them) or {'ok', start, token}.
 _ADMIT = _LUA_COMMON + r"""
 local host, owner = ARGV[3], ARGV[4]
 if not packed_add(ARGV[9], ARGV[8]) then return {'known'} end
 local h = hk('h', host)
 redis.call('HINCRBY', h, 'admitted', 1)
-local lo, lu = unpack(redis.call('HMGET', h, 'lowner', 'luntil'))
-if lo and lo ~= owner and tonumber(lu) > server_ms() then
+local delay = tonumber(ARGV[6])
+if not claimable(host, owner, tonumber(ARGV[5]), delay > 0 and '1' or '0', ARGV[12]) then
   push(host, ARGV[11], ARGV[10], ARGV[2], 0)
   return {'queued'}
 end
-if lo and lo ~= owner then give_back(host, lo); end_lease(host) end
+redis.call('HSET', h, 'pace', delay > 0 and string.format('%.3f', delay) or '0')
 local start = math.max(tonumber(ARGV[5]), tonumber(redis.call('HGET', h, 'next') or '0'))
-local delay = tonumber(ARGV[6])
 if delay > 0 then
   redis.call('HSET', h, 'next', string.format('%.3f', math.ceil((start + delay) * 1000) / 1000))
 end
@@ -563,9 +626,7 @@ return settle(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARG
 _REISSUE = _LUA_COMMON + r"""
 local n = 0
 for _, host in ipairs(redis.call('SMEMBERS', k('fhosts'))) do n = n + give_back(host, ARGV[2]) end
-for _, host in ipairs(redis.call('ZRANGE', k('leases'), 0, -1)) do
-  if redis.call('HGET', hk('h', host), 'lowner') == ARGV[2] then end_lease(host) end
-end
+for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. ARGV[2]))) do end_lease(host, ARGV[2]) end
 return n
 """
 
@@ -704,6 +765,11 @@ def _netstrings(fields: Iterable[object]) -> bytes:
     return bytes(out)
 
 
+def _pace(delay: float) -> str:
+    """A host's ``pace`` field: "0" (no delay: the host may have several holders) or the delay."""
+    return "0" if delay <= 0 else f"{delay:.3f}"
+
+
 def _host_state(raw: Iterable[bytes | None]) -> HostState:
     nxt, delay, failures, reason = raw
     return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
@@ -737,7 +803,7 @@ class RedisStore:
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
                  order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None,
-                 let_go: float = 10.0, defer: bool = False) -> None:
+                 let_go: float = 10.0, defer: bool = False, join: bool = False) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -749,12 +815,14 @@ class RedisStore:
         self.max_hosts = max_hosts
         self.let_go = let_go
         self.defer = defer
+        self.join = join
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
         self._held: set[str] = set()        # hosts this instance took a lease on
         self._granted: dict[str, float] = {}   # host -> monotonic time before the call that leased it
         self._states: dict[str, tuple[HostState, tuple[bytes, ...]]] = {}   # leased hosts' state, raw
+        self._paces: dict[str, str] = {}    # host -> its pace as Redis last said or was told (``_tell_pace``)
         self._ops: list[bytes] = []         # buffered writes, sent with the next script (``_carry``)
         self._ops_lock = threading.Lock()
         self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
@@ -791,6 +859,10 @@ class RedisStore:
 
     def _bucket(self, fp: bytes) -> str:
         return f"{self.prefix}:seen:{(fp[0] << 4 | fp[1] >> 4):03x}"
+
+    @property
+    def _join(self) -> str:
+        return "1" if self.join else "0"
 
     @property
     def _who(self) -> str:
@@ -929,7 +1001,7 @@ class RedisStore:
         since = time.monotonic()
         if limit == 1:
             got = self._claim_one(args=[self._carry(), repr(now), cap, self._who, share, repr(self.let_go),
-                                        self.lease_ms])
+                                        self.lease_ms, self._join])
             room, wait = int(got[0]), _time_or_none(got[1])
             taken = self._taken(got[4:], since)
             for c in taken:
@@ -937,18 +1009,21 @@ class RedisStore:
                 delay = delay_for(host)
                 if delay > 0:
                     self._later_slot(host, self._slot(now, delay))
+                self._tell_pace(host, delay)
             if taken and room and taken[0].entry.kind != "recheck":
                 room -= 1
             return ClaimResult(taken, int(got[2]), int(got[3]), wait,
                                room == 0 and not taken and wait is None)
-        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go)])
+        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go),
+                                 self._join])
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:
-            args: list[Any] = [self.prefix, self._who, repr(now), self.lease_ms, room, limit]
+            args: list[Any] = [self.prefix, self._who, repr(now), self.lease_ms, room, limit, self._join]
+            delays: dict[str, float] = {}
             for h in sel[4:]:
                 host = h.decode()
-                delay = delay_for(host)
+                delay = delays[host] = delay_for(host)
                 args += [host, self._slot(now, delay) if delay > 0 else "0"]
             got = self._claim_script(args=args)
             w = _time_or_none(got[0])
@@ -956,13 +1031,15 @@ class RedisStore:
                 wait = w if wait is None else min(wait, w)
             pending, in_flight = int(got[1]), int(got[2])
             taken = self._taken(got[3:], since)
+            for c in taken:
+                self._tell_pace(host_key(c.url), delays[host_key(c.url)])
             room = max(0, room - sum(1 for c in taken if c.entry.kind != "recheck")) if room else room
         return ClaimResult(taken, pending, in_flight, wait, room == 0 and not taken and wait is None)
 
     def _taken(self, raw: list[bytes], since: float) -> list[Claim]:
-        """The claims of a claim script's answer: line, token and the host's state, per URL."""
+        """The claims of a claim script's answer: line, token, the host's state and pace, per URL."""
         out = []
-        for i in range(0, len(raw), 6):
+        for i in range(0, len(raw), 7):
             entry = parse_queue_line(raw[i].decode("utf-8", "replace"))
             host = host_key(entry.url)
             self._tokens[entry.url] = raw[i + 1].decode()
@@ -970,8 +1047,17 @@ class RedisStore:
             self._granted[host] = since
             state = tuple(x or None for x in raw[i + 2:i + 6])
             self._states[host] = (_host_state(state), state)
+            self._paces[host] = raw[i + 6].decode()
             out.append(Claim(entry, self.owner))
         return out
+
+    def _tell_pace(self, host: str, delay: float) -> None:
+        """The delay this worker keeps on a host it claimed, for Redis to know whether the host
+        may have several holders (only at 0); sent with the next call, when it changed."""
+        pace = _pace(delay)
+        if self._paces.get(host) != pace:
+            self._paces[host] = pace
+            self._buffer("P", host, pace)
 
     def _later_slot(self, host: str, slot: str) -> None:
         """Raise the host's slot (never lower it), sent with the next call."""
@@ -990,9 +1076,10 @@ class RedisStore:
         host = host_key(entry.url)
         since = time.monotonic()
         got = self._admit(args=[self._carry(), self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
-                                fp, self._bucket(fp), self._score(entry), entry.line()[:-1]])
+                                fp, self._bucket(fp), self._score(entry), entry.line()[:-1], self._join])
         if got[0] != b"ok":
             return None
+        self._paces[host] = _pace(delay)   # the script told Redis
         self._tokens[entry.url] = got[2].decode()
         self._held.add(host)
         self._states.pop(host, None)   # the script moved its slot: read it again when asked
