@@ -78,9 +78,13 @@ local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' e
 local function num(x) return string.format('%.0f', x) end
 local function is_recheck(line) return string.sub(line, -8) == '\trecheck' end
 local function first_field(line) return string.match(line, '^[^\t]*') end
+local NOW_MS = nil   -- read once a script: a script lasts well under a millisecond
 local function server_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if NOW_MS == nil then
+    local t = redis.call('TIME')
+    NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW_MS
 end
 local function reindex(host)
   local q = redis.call('ZRANGE', hk('q', host), 0, 0, 'WITHSCORES')
@@ -204,8 +208,10 @@ local function resum(host)
   redis.call('HSET', h, 'lowner', all[1], 'luntil', num(hi))
   redis.call('ZADD', k('leases'), num(lo), host)
 end
+local HOLDERS = {}   -- host -> {holders, how many}, as read in this script (``holders``)
 -- end this owner's lease of the host (its in-flight URLs there are given back first, or settled)
 local function end_lease(host, owner)
+  HOLDERS[host] = nil
   redis.call('HDEL', hk('l', host), owner)
   redis.call('SREM', k('held:' .. owner), host)
   resum(host)
@@ -234,12 +240,13 @@ end
 -- The host's live holders (owner -> token) and how many; a holder whose lease ran out is let go
 -- here, its in-flight URLs back to pending (whoever looks first takes an expired lease back).
 local function holders(host)
+  local seen = HOLDERS[host]
+  if seen then return seen[1], seen[2] end
   local all = redis.call('HGETALL', hk('l', host))
-  local out, n, now = {}, 0, nil
+  local out, n = {}, 0
   for i = 1, #all, 2 do
     local u, t = string.match(all[i + 1], '^([^\t]*)\t(.*)$')
-    now = now or server_ms()
-    if tonumber(u) <= now then
+    if tonumber(u) <= server_ms() then
       give_back(host, all[i])
       end_lease(host, all[i])
     else
@@ -247,23 +254,24 @@ local function holders(host)
       n = n + 1
     end
   end
+  HOLDERS[host] = {out, n}
   return out, n
 end
--- A host that keeps a pace (a delay, a slot ahead, failures, a reason such as Retry-After; or a
--- pace not told yet, ``pace`` being the delay its last claimer works to) has one holder at most.
-local function paced(host, now)
-  local st = redis.call('HMGET', hk('h', host), 'pace', 'next', 'delay', 'failures', 'reason')
-  return st[1] ~= '0' or tonumber(st[2] or '0') > now or tonumber(st[3] or '0') > 0
-         or tonumber(st[4] or '0') > 0 or (st[5] or '-') ~= '-'
+-- The host's slot, and whether it keeps a pace: a delay, a slot ahead, failures, a reason such as
+-- Retry-After, or a pace not told yet (``pace`` is the delay its last claimer works to, "0" for
+-- none). A host that keeps a pace has one holder at most.
+local function slot_pace(host, now)
+  local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason')
+  local nxt = tonumber(st[1] or '0')
+  return nxt, st[2] ~= '0' or nxt > now or tonumber(st[3] or '0') > 0 or tonumber(st[4] or '0') > 0
+              or (st[5] or '-') ~= '-'
 end
--- may this owner claim on the host, whose slot after the claim is ``nxt`` ('0': no delay)?
-local function claimable(host, owner, now, nxt, join)
+-- May this owner claim on the host (``pc``: it keeps a pace), whose slot after the claim is
+-- ``nxt`` ('0': no delay)? Others hold it: only if shared, it keeping no pace.
+local function claimable(host, owner, pc, nxt, join)
   local hs, n = holders(host)
   local mine = hs[owner] ~= nil
-  if n > (mine and 1 or 0) then   -- others hold it: shared, if it keeps no pace
-    return nxt == '0' and (mine or join == '1') and not paced(host, now)
-  end
-  return true
+  return n == (mine and 1 or 0) or (nxt == '0' and (mine or join == '1') and not pc)
 end
 -- take (or keep) this owner's lease of the host, its expiry ttl ms from now; returns its token
 local function hold(host, owner, ttl)
@@ -273,6 +281,7 @@ local function hold(host, owner, ttl)
   if cur then
     tok = string.match(cur, '\t(.*)$')
   else   -- a new lease, a new token: a settle under an earlier one is refused
+    HOLDERS[host] = nil
     tok = tostring(redis.call('HINCRBY', hk('h', host), 'tok', 1))
     redis.call('SADD', k('held:' .. owner), host)
   end
@@ -442,8 +451,8 @@ local held = 0
 for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. owner))) do
   local hs, n = holders(host)
   if hs[owner] then
-    local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
-    if (nxt > now + tonumber(letgo) or (n > 1 and paced(host, now))) and not busy(host, owner) then
+    local nxt, pc = slot_pace(host, now)
+    if (nxt > now + tonumber(letgo) or (n > 1 and pc)) and not busy(host, owner) then
       end_lease(host, owner)
     elseif n == 1 then
       held = held + 1
@@ -459,10 +468,10 @@ while #ready < limit do
   for _, host in ipairs(hosts) do
     local hs, n = holders(host)
     local mine = hs[owner] ~= nil
-    local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
-    if n > (mine and 1 or 0) and (not mine or paced(host, now)) then
+    local nxt, pc = slot_pace(host, now)
+    if n > (mine and 1 or 0) and (not mine or pc) then
       -- other workers' host: joined only when it keeps no pace and nothing else is ready
-      if join == '1' and not mine and #joinable < limit and not paced(host, now) then
+      if join == '1' and not mine and #joinable < limit and not pc then
         joinable[#joinable + 1] = host
       end
     elseif not mine and share ~= '' and held >= tonumber(share) then
@@ -502,9 +511,9 @@ local out, taken = {}, 0
 while taken < tonumber(limit) do
   local best, bz, bline, bkey = nil, nil, nil, nil
   for host, _ in pairs(slot) do
-    local nx = redis.call('HGET', hk('h', host), 'next')
-    local ok = claimable(host, owner, now, slot[host], join)
-    if ok and nx and tonumber(nx) > now then ok = false; later(tonumber(nx)) end
+    local nx, pc = slot_pace(host, now)
+    local ok = claimable(host, owner, pc, slot[host], join)
+    if ok and nx > now then ok = false; later(nx) end
     if ok then
       local r = redis.call('ZRANGE', hk('r', host), 0, 0, 'WITHSCORES')
       local q = {}
@@ -599,7 +608,8 @@ if not packed_add(ARGV[9], ARGV[8]) then return {'known'} end
 local h = hk('h', host)
 redis.call('HINCRBY', h, 'admitted', 1)
 local delay = tonumber(ARGV[6])
-if not claimable(host, owner, tonumber(ARGV[5]), delay > 0 and '1' or '0', ARGV[12]) then
+local _, pc = slot_pace(host, tonumber(ARGV[5]))
+if not claimable(host, owner, pc, delay > 0 and '1' or '0', ARGV[12]) then
   push(host, ARGV[11], ARGV[10], ARGV[2], 0)
   return {'queued'}
 end
@@ -645,14 +655,21 @@ return redis.call('HGET', k('texts'), ARGV[2])
 
 _KNOWN_FN = r"""
 local function known(fps)
-  local out, buckets = {}, {}
+  local keys, at_key, of = {}, {}, {}
   for at = 1, #fps, 8 do
-    local fp = string.sub(fps, at, at + 7)
-    local b1, b2 = string.byte(fp, 1, 2)
+    local b1, b2 = string.byte(fps, at, at + 1)
     local key = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
-    if buckets[key] == nil then buckets[key] = redis.call('GET', key) or '' end
-    out[#out + 1] = packed_has(buckets[key], fp) and '1' or '0'
+    if at_key[key] == nil then keys[#keys + 1] = key; at_key[key] = #keys end
+    of[#of + 1] = at_key[key]
   end
+  local buckets = {}
+  for i = 1, #keys, 512 do   -- one MGET, not a GET a link (a page's links: ~25 commands less)
+    for _, b in ipairs(redis.call('MGET', unpack(keys, i, math.min(#keys, i + 511)))) do
+      buckets[#buckets + 1] = b or ''
+    end
+  end
+  local out = {}
+  for i = 1, #of do out[i] = packed_has(buckets[of[i]], string.sub(fps, 8 * i - 7, 8 * i)) and '1' or '0' end
   return table.concat(out)
 end
 """
