@@ -257,14 +257,14 @@ local function holders(host)
   HOLDERS[host] = {out, n}
   return out, n
 end
--- The host's slot, and whether it keeps a pace: a delay, a slot ahead, failures, a reason such as
--- Retry-After, or a pace not told yet (``pace`` is the delay its last claimer works to, "0" for
--- none). A host that keeps a pace has one holder at most.
+-- The host's slot, whether it keeps a pace (a delay, a slot ahead, failures, a reason such as
+-- Retry-After, or a pace not told yet: ``pace`` is the delay its last claimer works to, "0" for
+-- none), and one of its holders (nil: none). A host that keeps a pace has one holder at most.
 local function slot_pace(host, now)
-  local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason')
+  local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
   local nxt = tonumber(st[1] or '0')
   return nxt, st[2] ~= '0' or nxt > now or tonumber(st[3] or '0') > 0 or tonumber(st[4] or '0') > 0
-              or (st[5] or '-') ~= '-'
+              or (st[5] or '-') ~= '-', st[6]
 end
 -- May this owner claim on the host (``pc``: it keeps a pace), whose slot after the claim is
 -- ``nxt`` ('0': no delay)? Others hold it: only if shared, it keeping no pace.
@@ -466,9 +466,15 @@ while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
   if #hosts == 0 then break end
   for _, host in ipairs(hosts) do
-    local hs, n = holders(host)
-    local mine = hs[owner] ~= nil
-    local nxt, pc = slot_pace(host, now)
+    local nxt, pc, lo = slot_pace(host, now)
+    local n, mine = 0, false
+    if lo and lo ~= owner and pc then   -- another's, keeping a pace (leases run out: scanned above)
+      n = 1
+    elseif lo then
+      local hs
+      hs, n = holders(host)
+      mine = hs[owner] ~= nil
+    end
     if n > (mine and 1 or 0) and (not mine or pc) then
       -- other workers' host: joined only when it keeps no pace and nothing else is ready
       if join == '1' and not mine and #joinable < limit and not pc then
