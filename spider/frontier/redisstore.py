@@ -14,8 +14,11 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 - ``P:hosts`` / ``P:rhosts``: each host's best key (all lines / rechecks), the claim step's index;
   ``P:dhosts``: each host's earliest retry time.
 - ``P:h:{host}``: the host's politeness state (``next``, ``delay``, ``failures``, ``reason``), its
-  admitted count, and its lease (``lowner``, ``luntil`` in server milliseconds, ``tok`` the fencing
-  token, incremented at every new lease); ``P:leases``: hosts by lease expiry.
+  admitted count, ``pace`` (the delay its last claimer keeps: "0" lets it have several holders),
+  ``tok`` (the fencing-token counter, up one at every new lease of the host) and a summary of its
+  leases for status, push and pull (``lowner`` one holder, ``luntil`` the latest expiry).
+- ``P:l:{host}``: the host's leases, owner -> expiry (server milliseconds) TAB token; ``P:leases``:
+  leased hosts by their earliest lease expiry.
 - ``P:f:{host}``: in flight, url -> ``owner TAB token TAB key TAB line``; ``P:fhosts``: hosts with any.
 - ``P:seen:XYZ``: deduplication. 8-byte BLAKE2b fingerprints (``spider.frontier.seen.stable_fingerprint``'s
   bytes) packed into 4,096 strings by their first 12 bits: ~12 bytes of Redis memory per known URL,
@@ -28,14 +31,20 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
 (with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
 
-Hosts are leased: a worker claims only URLs of a host it holds (owner, expiry, fencing token), so
-a host's politeness needs no coordination per request. A lease is taken at the first claim of the
-host, renewed by each claim and settle, and let go when the host has nothing left for its holder
-or waits long, or at a clean stop (``close``); ``max_hosts`` caps how many a worker holds, so
-hosts spread over workers.
-An expired lease (its holder died or stalled) is taken back at the next claim of anyone: its
-in-flight URLs go back to pending and the token moves on, so the stalled worker's settle, which
-names its token, records nothing. Lease times are Redis's own clock (``TIME``), never a worker's.
+Hosts are leased, per host and worker: a worker claims only URLs of a host it holds (its own
+expiry and fencing token). A lease is taken at the worker's first claim of the host, renewed by
+each of its claims and settles there, and let go when the host has nothing left for it or waits
+long, or at a clean stop (``close``); ``max_hosts`` caps how many hosts a worker holds alone, so
+hosts spread over workers. A host that keeps a pace (a delay, a slot ahead, failures, a reason
+such as Retry-After, or a pace nobody told yet) has one holder, so its politeness needs no
+coordination per request. A host that keeps none (``pace`` "0": --delay 0, no Crawl-delay) may
+have several: a worker that may ``join`` and has no other host ready joins it. When a shared host
+comes to keep a pace, no claim is granted on it until all its holders but one have let go (each
+at its next claim, once nothing of it is in flight there).
+An expired lease (its holder died or stalled) is taken back by the next script that looks at the
+host's holders (every claim): its in-flight URLs go back to pending, the other holders go on, and
+the stalled worker's settle, which names its token, records nothing. Lease times are Redis's own
+clock (``TIME``), never a worker's.
 """
 
 from __future__ import annotations
