@@ -769,3 +769,17 @@ def test_a_shared_host_that_must_slow_down_keeps_one_holder_before_any_new_reque
     assert crawled(three, a3)
     assert len(three.claim(1, 9.0, no_delay).claims) == 1       # the last holder goes on, alone
     assert held_by(one, "a.test").keys() == {"m/3"}
+
+
+def test_a_worker_that_may_join_asks_again_soon_while_the_holder_has_not_told_its_pace(make):
+    """A host's first holder holds it alone until it tells Redis its delay (it fetches robots.txt
+    meanwhile): a worker that may join is told to ask again in 50 ms, not left to back off to
+    half a second and join late; once the pace is told, it joins."""
+    one, two = make(1, join=True, defer=True), make(2, join=True)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    assert urls(one.claim(1, 10.0, no_delay)) == [A + "1"]      # its pace goes with its next call
+    r = two.claim(1, 10.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(10.05)
+    assert make(3).claim(1, 10.0, no_delay).wait_until is None   # one that may not join: as before
+    one.flush()
+    assert urls(two.claim(1, 10.0, no_delay)) == [A + "2"]

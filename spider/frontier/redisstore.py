@@ -268,12 +268,13 @@ local function holders(host)
 end
 -- The host's slot, whether it keeps a pace (a delay, a slot ahead, failures, a reason such as
 -- Retry-After, or a pace not told yet: ``pace`` is the delay its last claimer works to, "0" for
--- none), and one of its holders (nil: none). A host that keeps a pace has one holder at most.
+-- none), one of its holders (false: none), and its pace as told (false: never). A host that keeps a
+-- pace has one holder at most.
 local function slot_pace(host, now)
   local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
   local nxt = tonumber(st[1] or '0')
   return nxt, st[2] ~= '0' or nxt > now or tonumber(st[3] or '0') > 0 or tonumber(st[4] or '0') > 0
-              or (st[5] or '-') ~= '-', st[6]
+              or (st[5] or '-') ~= '-', st[6], st[2]
 end
 -- May this owner claim on the host (``pc``: it keeps a pace), whose slot after the claim is
 -- ``nxt`` ('0': no delay)? Others hold it: only if shared, it keeping no pace.
@@ -475,7 +476,7 @@ while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
   if #hosts == 0 then break end
   for _, host in ipairs(hosts) do
-    local nxt, pc, lo = slot_pace(host, now)
+    local nxt, pc, lo, told = slot_pace(host, now)
     local n, mine = 0, false
     if lo and lo ~= owner and pc then   -- another's, keeping a pace (leases run out: scanned above)
       n = 1
@@ -485,9 +486,12 @@ while #ready < limit do
       mine = hs[owner] ~= nil
     end
     if n > (mine and 1 or 0) and (not mine or pc) then
-      -- other workers' host: joined only when it keeps no pace and nothing else is ready
-      if join == '1' and not mine and #joinable < limit and not pc then
+      -- other workers' host: joined only when it keeps no pace and nothing else is ready; while
+      -- its first holder has not told its pace yet (robots.txt being fetched), asked again soon
+      if join == '1' and not mine and not pc and #joinable < limit then
         joinable[#joinable + 1] = host
+      elseif join == '1' and not mine and not told then
+        later(now + 0.05)
       end
     elseif not mine and share ~= '' and held >= tonumber(share) then
       -- a free host, but this worker holds its share of hosts already
