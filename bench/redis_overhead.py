@@ -91,6 +91,8 @@ def run_redis(params, args: argparse.Namespace, redis: Redis, r: int, monitor: b
         out["client_cmds_per_page"] = sum(mon.client_cmds.values()) / max(1, pages)
         out["client_cmds"] = dict(sorted(mon.client_cmds.items(), key=lambda kv: -kv[1]))
         out["script_inner_per_page"] = sum(mon.script_cmds.values()) / max(1, pages)
+        out["script_cmds_per_page"] = {k: round(v / max(1, pages), 2) for k, v in
+                                       sorted(mon.script_cmds.items(), key=lambda kv: -kv[1])}
     return out
 
 
@@ -98,7 +100,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=2000, help="site size (content pages; +101 hubs and index)")
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="timed rounds (0: the MONITOR run only)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--no-monitor", action="store_true", help="skip the MONITOR run")
     ap.add_argument("--quiet-wait", type=float, default=10.0)
@@ -126,8 +128,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not args.no_monitor:
             mon = run_redis(params, args, redis, 0, monitor=True)
             print(f"  MONITOR run (not timed): {mon['client_cmds_per_page']:.2f} client commands a page "
-                  f"({mon['client_cmds']}), {mon['script_inner_per_page']:.1f} commands inside scripts a page",
-                  flush=True)
+                  f"({mon['client_cmds']}), {mon['script_inner_per_page']:.1f} commands inside scripts a page "
+                  f"({mon['script_cmds_per_page']})", flush=True)
+    if not files:
+        return 0
     fmed = statistics.median(x["pages_per_s"] for x in files)
     rmed = statistics.median(x["pages_per_s"] for x in reds)
     cmds = statistics.median(x["commands_per_page"] for x in reds)

@@ -47,7 +47,7 @@ from .frontier.redisstore import _LUA_COMMON, KEY_SCALE, RedisStore, pending_lin
 from .records import QueueEntry, first_field, is_data, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
 from .safefs import atomic_write
-from .stats import Census, StatsRecorder, crawl_seconds, pages_per_second
+from .stats import STATS_EVERY, Census, StatsRecorder, crawl_seconds, pages_per_second
 from .urls import host_key
 from .words import plural
 
@@ -65,12 +65,9 @@ local out = {}
 for i = 4, #ARGV do
   if #out >= tonumber(ARGV[3]) then break end
   local host = ARGV[i]
-  if redis.call('HGET', hk('h', host), 'lowner') == ARGV[2] then
-    local busy = false
-    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-      if first_field(v) == ARGV[2] then busy = true; break end
-    end
-    if not busy then end_lease(host); out[#out + 1] = host end
+  if redis.call('HEXISTS', hk('l', host), ARGV[2]) == 1 and not busy(host, ARGV[2]) then
+    end_lease(host, ARGV[2])
+    out[#out + 1] = host
   end
 end
 return out
@@ -252,7 +249,8 @@ class ClusterStore(RedisStore):
         """A store of this worker's own (its own connections: none are shared across a fork)."""
         store = ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
                                      max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
-                                     order=order_of(config), lease=lease, defer=True)
+                                     order=order_of(config), lease=lease, defer=True,
+                                     join=config.delay == 0 and not config.auto_throttle)
         store.discover(config)
         return store
 
@@ -926,7 +924,8 @@ def status_report(store: ClusterStore) -> str:
         out.append(f"  {'host (leased)':32} {'holder':34} {'pending':>7} {'flight':>6} {'lease':>6}")
         for raw, until in leases:
             host = raw.decode()
-            holder = (store._do(lambda: r.hget(store.per_host("h", host), "lowner")) or b"-").decode()
+            holders = store._do(lambda: r.hkeys(store.per_host("l", host)))   # several: a host with no delay
+            holder = ",".join(sorted(h.decode() for h in holders)) or "-"
             pending = store.pending_on(host)
             fl = store._do(lambda: r.hlen(store.per_host("f", host)))
             out.append(f"  {host[:32]:32} {holder[:34]:34} {pending:>7} {fl:>6} {until / 1000 - now:>5.0f}s")
@@ -1007,7 +1006,11 @@ class RedisStats(StatsRecorder):
     as stats.txt. One machine at a time writes the rows (``NAME:stats:writer``, a lock renewed
     at each sample, so the rows are one series); every machine keeps the trap alarm of its own
     samples. The census of the pending URL patterns reads at most ``CENSUS_BUDGET`` pending
-    URLs, spread over the hosts by their pending counts, each host's share scaled back up."""
+    URLs, spread over the hosts by their pending counts, each host's share scaled back up. It is
+    taken again once a sample is ``STATS_EVERY`` after the last one (the trap alarm compares
+    samples that far apart), not at each of a run's first samples (four a second: on a crawl of
+    one host at --delay 0 the census of every sample was a third of the parent's CPU), and at
+    every sample while rechecks are pending or in flight (they count in the row's figures)."""
 
     LOGS = ("crawled", "rejected", "duplicates", "checks", "links")
 
@@ -1015,6 +1018,13 @@ class RedisStats(StatsRecorder):
         super().__init__(store.folder or Path("."))
         self.store = store
         self._at = dict.fromkeys(self.LOGS, 0)
+        self._now: float | None = None      # the time of the sample being taken
+        self._census_at = -math.inf          # that of the last census
+
+    def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
+               rejected_claims: int = 0, when: float | None = None) -> str:
+        self._now = time.time() if when is None else when
+        return super().sample(pending, in_flight, crawled, hops, failed, rejected_claims, self._now)
 
     def _read(self) -> None:
         store, new = self.store, {}
@@ -1028,7 +1038,10 @@ class RedisStats(StatsRecorder):
                     break
             new[name] = lines
         self.take(new)
-        self.census, self.rechecks, self._recheck_flight = census_of(store)
+        now = time.time() if self._now is None else self._now
+        if now - self._census_at >= STATS_EVERY * 0.9 or self.rechecks or self._recheck_flight:
+            self._census_at = now
+            self.census, self.rechecks, self._recheck_flight = census_of(store)
         self._every = 1
 
     def _append(self, text: str) -> None:

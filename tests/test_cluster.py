@@ -40,12 +40,12 @@ class Machine:
     is a command prefix that keeps the pid (``ip netns exec NS``: tests/test_netns.py)."""
 
     def __init__(self, root: Path, name: str, url: str, *args: str, workers: int = 2,
-                 wrap: Sequence[str] = ()) -> None:
+                 wrap: Sequence[str] = (), delay: float = DELAY) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.name = name
         cmd = [*wrap, sys.executable, MAIN, "crawl", name, "--store", url, "--workers", str(workers),
-               "--delay", str(DELAY), "--max-depth", "20", "--projects-dir", str(root / "projects"), *args]
+               "--delay", str(delay), "--max-depth", "20", "--projects-dir", str(root / "projects"), *args]
         self.proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
         self.out = self.err = ""
@@ -343,6 +343,38 @@ def test_a_machine_paused_past_its_lease_records_nothing_twice(
     assert b.finish() == 0, b.err
     assert recorded(r, name) == Counter({u: 1 for u in urls})
     assert_polite(sites)
+
+
+def test_workers_share_a_host_with_no_delay_and_record_each_page_once(
+        tmp_path: Path, redis_server: RedisServer, make_site: Callable[..., TestSite],
+        machines: list[Machine]) -> None:
+    """One host, --delay 0, three workers: the host has several holders, so the server has
+    requests of more than one worker in progress at once (one holder sends one at a time), and
+    every page is recorded exactly once."""
+    import threading
+    site = make_site("127.0.0.2")
+    lock, now, most = threading.Lock(), [0], [0]
+    pages = 40
+
+    def page(info: Any) -> tuple[int, dict[str, str], str]:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+        n = 0 if info.path == "/" else int(info.path.rsplit("/", 1)[1])
+        return 200, {}, "".join(f'<a href="/p/{k}">{k}</a>' for k in (2 * n + 1, 2 * n + 2) if k < pages)
+    site.route("/", handler=page)
+    for n in range(1, pages):
+        site.route(f"/p/{n}", handler=page)
+    name = "shared"
+    m = Machine(tmp_path / "a", name, redis_server.url, site.url("/"), workers=3, delay=0)
+    machines.append(m)
+    assert m.finish() == 0, m.err
+    assert recorded(redis_server.client(), name) == Counter(
+        {site.url("/"): 1, **{site.url(f"/p/{n}"): 1 for n in range(1, pages)}})
+    assert most[0] >= 2, "one worker at a time on the host: its lease had one holder"
 
 
 # ---------------------------------------------------------------------------- bad input

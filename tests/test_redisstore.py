@@ -38,9 +38,12 @@ def make(redis_server):  # noqa: F811
 
 
 def expire(store, host: str) -> None:
-    """Let the host's lease run out now (as if its holder had stalled for the whole lease),
-    without a test that depends on how long a sleep lasts on a loaded machine."""
-    store.r.hset(store.per_host("h", host), "luntil", 0)
+    """Let this store's lease of the host run out now (as if it had stalled for the whole lease),
+    without a test that depends on how long a sleep lasts on a loaded machine; another holder's
+    lease of the host (a host with no delay) runs on."""
+    held = store.r.hget(store.per_host("l", host), store._who)
+    assert held is not None, f"{store._who} holds no lease of {host}"
+    store.r.hset(store.per_host("l", host), store._who, b"0" + held[held.index(b"\t"):])
     store.r.zadd(store.key("leases"), {host: 0})
 
 
@@ -344,7 +347,7 @@ WORKER = textwrap.dedent("""
     from spider.records import crawled_line
     from spider.frontier.redisstore import RedisStore
     url, owner, out, stop_after = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "a"), int(sys.argv[4])
-    s = RedisStore.from_url(url, "p", owner=owner, machine="m", lease=2.0, max_hosts=4)
+    s = RedisStore.from_url(url, "p", owner=owner, machine="m", lease=2.0, max_hosts=4, join=sys.argv[5] == "1")
     fetched = 0
     while True:
         s.renew_leases()
@@ -364,19 +367,23 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(start_redis, tmp_path: Path):  # noqa: F811
+@pytest.mark.parametrize("hosts, join", [(10, False), (1, True)])
+def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(
+        start_redis, tmp_path: Path, hosts: int, join: bool):  # noqa: F811
     """Three worker processes share the frontier. Worker 1 is killed with -9 in the middle of a
     fetch; worker 2 is stopped (SIGSTOP) in the middle of a fetch until another worker has taken
     its host back and recorded that URL, then continued. Every URL is recorded exactly once; the
-    stopped worker's late settle is refused; refetches are at most what the two had in flight."""
+    stopped worker's late settle is refused; refetches are at most what the two had in flight.
+    On 10 hosts each worker holds its own; on one host with no delay (``join``) the three hold it
+    together, each its own lease: 1 and 2 lose theirs, 3 goes on."""
     from spider.frontier.redisstore import RedisStore
     server = start_redis()
     s = RedisStore(server.client(), "p", owner=9, machine="m")
-    want = [f"http://h{i % 10}.test/{i}" for i in range(300)]
+    want = [f"http://h{i % hosts}.test/{i}" for i in range(300)]
     s.add([QueueEntry(u) for u in want])
     logs = [tmp_path / f"w{i}.txt" for i in (1, 2, 3)]
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, server.url, str(i), str(logs[i - 1]),
-                               str(stop)], cwd=Path(__file__).parent.parent)
+                               str(stop), "1" if join else "0"], cwd=Path(__file__).parent.parent)
              for i, stop in ((1, 20), (2, 30), (3, 0))]
     try:
         deadline = time.monotonic() + 120
@@ -387,6 +394,8 @@ def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(star
                 held = lines[-1].split()[1]
             time.sleep(0.05)
         assert held is not None
+        if join:   # worker 2 is stopped holding h0.test, and worker 3 holds it too, working on
+            assert {b"m/2", b"m/3"} <= set(s.r.hkeys("p:l:{h0.test}"))
         while time.monotonic() < deadline:   # until another worker has taken it back and recorded it
             if any(x.startswith(held + "\t") for x in s.lines("crawled")):
                 break
@@ -612,7 +621,8 @@ def test_a_lease_tick_is_one_round_trip(redis_server):  # noqa: F811
     assert sent["n"] - before == 1
     assert store.max_hosts == 1 and store.someone_idle   # 2 hosts, 2 live workers; other holds none
     assert store.beats()["m/1"][2:] == ["0", "0", "/warc"]
-    store.r.hset(store.per_host("h", "a.test"), "lowner", "m/9")   # a.test taken over
+    store.r.hdel(store.per_host("l", "a.test"), "m/1")   # a.test taken over
+    store.r.hset(store.per_host("l", "a.test"), "m/9", "99999999999999\t7")
     assert store.tick("-", 3.0) == [] and not store.leased("a.test")
 
 
@@ -632,3 +642,144 @@ def test_the_one_script_tick_counts_the_heartbeats_the_lease_thread_watches(redi
     assert store.beat_count() != store.beating         # a worker joined: reshare now
     lease.reshare()
     assert store.beating == 3
+
+
+# -- a host with no delay: several holders, each with its own lease ------------------------------------
+
+def held_by(store, host: str) -> dict[str, str]:
+    """The holders of a host's leases in Redis: owner -> token."""
+    return {o.decode(): v.decode().split("\t")[1] for o, v in store.r.hgetall(store.per_host("l", host)).items()}
+
+
+def shared(make, n: int, urls: int = 12) -> list:
+    """``n`` workers that may join a host with no delay, each holding a.test with a URL in flight:
+    the first claim of a host holds it alone (its pace is not known yet) and tells Redis its pace
+    (0); the others join it."""
+    stores = [make(i + 1, join=True) for i in range(n)]
+    stores[0].add([QueueEntry(f"{A}{i}") for i in range(urls)])
+    claims = [s.claim(1, 0.0, no_delay).claims for s in stores]
+    assert [len(c) for c in claims] == [1] * n
+    return [(s, c[0]) for s, c in zip(stores, claims)]
+
+
+def test_a_host_with_no_delay_has_several_holders_each_with_its_own_lease(make):
+    (one, a1), (two, a2), (three, a3) = shared(make, 3)
+    holders = held_by(one, "a.test")
+    assert sorted(holders) == ["m/1", "m/2", "m/3"] and len(set(holders.values())) == 3   # a token each
+    assert {a1.url, a2.url, a3.url} == {A + "0", A + "1", A + "2"}
+    assert one._tokens[a1.url] == holders["m/1"] and two._tokens[a2.url] == holders["m/2"]
+    assert one.refresh().in_flight_by_owner == {1: 1, 2: 1, 3: 1}
+    assert crawled(two, a2) and crawled(one, a1) and crawled(three, a3)
+    assert urls(two.claim(1, 0.0, no_delay)) == [A + "3"]        # still two's: work is left
+    assert held_by(one, "a.test").keys() == {"m/1", "m/2", "m/3"}
+
+
+def test_a_worker_that_may_not_join_leaves_a_held_host_to_its_holder(make):
+    """Without ``join`` (a crawl with --delay, or a store made so): one holder, as before."""
+    one, two = make(1, join=True), make(2)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]
+    assert urls(two.claim(1, 0.0, no_delay)) == []
+    assert held_by(one, "a.test").keys() == {"m/1"}
+
+
+def test_a_host_whose_pace_is_not_known_yet_has_one_holder(make):
+    """A host's first claim holds it alone: until its holder has told Redis its delay (it may
+    have a Crawl-delay, or robots.txt is still to be fetched), nobody joins."""
+    one, two = make(1, join=True, defer=True), make(2, join=True)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "1"]       # its pace goes with its next call
+    assert urls(two.claim(1, 0.0, no_delay)) == []
+    one.flush()
+    assert urls(two.claim(1, 0.0, no_delay)) == [A + "2"]
+
+
+def test_a_host_with_a_delay_keeps_one_holder_even_for_workers_that_may_join(make):
+    one, two = make(1, join=True), make(2, join=True)
+    one.add([QueueEntry(A + str(i)) for i in range(4)])
+    [a1] = one.claim(1, 0.0, lambda h: 0.5).claims               # its holder keeps a delay
+    assert one.r.hget(one.per_host("h", "a.test"), "pace") == b"0.500"
+    assert urls(two.claim(5, 10.0, no_delay)) == []
+    assert crawled(one, a1)
+    assert urls(two.claim(5, 10.0, no_delay)) == []              # one still holds it: work is left
+
+
+def test_one_holder_of_a_shared_host_dies_and_only_its_urls_come_back(make):
+    """Three workers hold a.test; one stalls past its lease (killed, or paused): the URL it held
+    goes back to pending and another worker takes it; the two others' leases, tokens and claims
+    are untouched; the stalled worker's late settle is refused; every URL is recorded once."""
+    (one, a1), (two, a2), (three, a3) = shared(make, 3, urls=6)
+    expire(one, "a.test")
+    [back] = two.claim(1, 0.0, no_delay).claims   # one's lease ran out: a1 back, first in order
+    assert back.url == a1.url
+    assert held_by(two, "a.test").keys() == {"m/2", "m/3"}
+    assert two.refresh().in_flight_by_owner == {2: 2, 3: 1}
+    assert crawled(one, a1) is False                             # fenced: a1 is two's now
+    for s, c in ((three, a3), (two, a2), (two, back)):
+        assert crawled(s, c)
+    while not (r := two.claim(5, 0.0, no_delay)).finished:
+        for c in r.claims:
+            assert crawled(two, c)
+    names = [x.split("\t")[0] for x in two.lines("crawled")]
+    assert sorted(names) == [f"{A}{i}" for i in range(6)]       # each once
+    c = two.refresh()
+    assert (c.crawled, c.in_flight, c.pending) == (6, 0, 0)
+
+
+def test_the_fencing_token_is_per_holder(make):
+    """One holder's lease ends and the same worker id takes the host again (a restarted worker
+    with the same pid): its new token differs, the old claim's settle is refused; the other
+    holder's token never moved and its settle goes through."""
+    (one, a1), (two, a2) = shared(make, 2)
+    before = held_by(one, "a.test")
+    expire(one, "a.test")
+    again = make(1, join=True)
+    [fresh] = again.claim(1, 0.0, no_delay).claims
+    after = held_by(one, "a.test")
+    assert after["m/1"] != before["m/1"] and after["m/2"] == before["m/2"]
+    assert fresh.url == a1.url and crawled(one, a1) is False
+    assert crawled(two, a2) and crawled(again, fresh)
+    assert two.refresh().crawled == 2
+
+
+@pytest.mark.parametrize("change", ["retry-after", "backoff", "failure", "crawl-delay"])
+def test_a_shared_host_that_must_slow_down_keeps_one_holder_before_any_new_request(make, change):
+    """Three workers hold a.test (no delay); then its pace changes: a 429 with Retry-After, a
+    backoff (its delay doubled), a connection failure counted, or a holder learning of a
+    Crawl-delay. The requests already claimed may still go (they were claimed at no delay), but
+    no claim is granted on the host until two holders have let go: each lets go at its next claim,
+    when it has nothing in flight there; the last holder then goes on alone, at the new pace."""
+    from dataclasses import replace
+    (one, a1), (two, a2), (three, a3) = shared(make, 3)
+    if change == "retry-after":
+        two.update_host("a.test", lambda s: replace(s, next_allowed=5.0, reason="retry-after 429"))
+    elif change == "backoff":
+        two.update_host("a.test", lambda s: replace(s, next_allowed=1.0, delay=1.0, reason="slowed down after 503"))
+    elif change == "failure":
+        two.update_host("a.test", lambda s: replace(s, failures=1))
+    else:
+        two._tell_pace("a.test", 2.0)
+    assert crawled(one, a1)
+    assert urls(one.claim(1, 9.0, no_delay)) == []               # others hold it: one lets go
+    assert held_by(one, "a.test").keys() == {"m/2", "m/3"}
+    assert crawled(two, a2)
+    assert urls(two.claim(1, 9.0, no_delay)) == []               # three holds it, a3 in flight
+    assert held_by(one, "a.test").keys() == {"m/3"}              # two let go too
+    assert urls(one.claim(1, 9.0, no_delay)) == []               # three's alone: nobody joins
+    assert crawled(three, a3)
+    assert len(three.claim(1, 9.0, no_delay).claims) == 1       # the last holder goes on, alone
+    assert held_by(one, "a.test").keys() == {"m/3"}
+
+
+def test_a_worker_that_may_join_asks_again_soon_while_the_holder_has_not_told_its_pace(make):
+    """A host's first holder holds it alone until it tells Redis its delay (it fetches robots.txt
+    meanwhile): a worker that may join is told to ask again in 50 ms, not left to back off to
+    half a second and join late; once the pace is told, it joins."""
+    one, two = make(1, join=True, defer=True), make(2, join=True)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    assert urls(one.claim(1, 10.0, no_delay)) == [A + "1"]      # its pace goes with its next call
+    r = two.claim(1, 10.0, no_delay)
+    assert r.claims == [] and r.wait_until == pytest.approx(10.05)
+    assert make(3).claim(1, 10.0, no_delay).wait_until is None   # one that may not join: as before
+    one.flush()
+    assert urls(two.claim(1, 10.0, no_delay)) == [A + "2"]

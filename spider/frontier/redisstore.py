@@ -14,8 +14,11 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 - ``P:hosts`` / ``P:rhosts``: each host's best key (all lines / rechecks), the claim step's index;
   ``P:dhosts``: each host's earliest retry time.
 - ``P:h:{host}``: the host's politeness state (``next``, ``delay``, ``failures``, ``reason``), its
-  admitted count, and its lease (``lowner``, ``luntil`` in server milliseconds, ``tok`` the fencing
-  token, incremented at every new lease); ``P:leases``: hosts by lease expiry.
+  admitted count, ``pace`` (the delay its last claimer keeps: "0" lets it have several holders),
+  ``tok`` (the fencing-token counter, up one at every new lease of the host) and a summary of its
+  leases for status, push and pull (``lowner`` one holder, ``luntil`` the latest expiry).
+- ``P:l:{host}``: the host's leases, owner -> expiry (server milliseconds) TAB token; ``P:leases``:
+  leased hosts by their earliest lease expiry.
 - ``P:f:{host}``: in flight, url -> ``owner TAB token TAB key TAB line``; ``P:fhosts``: hosts with any.
 - ``P:seen:XYZ``: deduplication. 8-byte BLAKE2b fingerprints (``spider.frontier.seen.stable_fingerprint``'s
   bytes) packed into 4,096 strings by their first 12 bits: ~12 bytes of Redis memory per known URL,
@@ -28,14 +31,20 @@ project's name; ``{host}`` is a Redis Cluster hash tag, so one host's keys share
 The scripts name keys inside Lua and mix global keys with per-host ones, so they need one Redis
 (with replicas or Sentinel if wanted), not a Redis Cluster, though the per-host keys are tagged for it.
 
-Hosts are leased: a worker claims only URLs of a host it holds (owner, expiry, fencing token), so
-a host's politeness needs no coordination per request. A lease is taken at the first claim of the
-host, renewed by each claim and settle, and let go when the host has nothing left for its holder
-or waits long, or at a clean stop (``close``); ``max_hosts`` caps how many a worker holds, so
-hosts spread over workers.
-An expired lease (its holder died or stalled) is taken back at the next claim of anyone: its
-in-flight URLs go back to pending and the token moves on, so the stalled worker's settle, which
-names its token, records nothing. Lease times are Redis's own clock (``TIME``), never a worker's.
+Hosts are leased, per host and worker: a worker claims only URLs of a host it holds (its own
+expiry and fencing token). A lease is taken at the worker's first claim of the host, renewed by
+each of its claims and settles there, and let go when the host has nothing left for it or waits
+long, or at a clean stop (``close``); ``max_hosts`` caps how many hosts a worker holds alone, so
+hosts spread over workers. A host that keeps a pace (a delay, a slot ahead, failures, a reason
+such as Retry-After, or a pace nobody told yet) has one holder, so its politeness needs no
+coordination per request. A host that keeps none (``pace`` "0": --delay 0, no Crawl-delay) may
+have several: a worker that may ``join`` and has no other host ready joins it. When a shared host
+comes to keep a pace, no claim is granted on it until all its holders but one have let go (each
+at its next claim, once nothing of it is in flight there).
+An expired lease (its holder died or stalled) is taken back by the next script that looks at the
+host's holders (every claim): its in-flight URLs go back to pending, the other holders go on, and
+the stalled worker's settle, which names its token, records nothing. Lease times are Redis's own
+clock (``TIME``), never a worker's.
 """
 
 from __future__ import annotations
@@ -78,9 +87,13 @@ local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' e
 local function num(x) return string.format('%.0f', x) end
 local function is_recheck(line) return string.sub(line, -8) == '\trecheck' end
 local function first_field(line) return string.match(line, '^[^\t]*') end
+local NOW_MS = nil   -- read once a script: a script lasts well under a millisecond
 local function server_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if NOW_MS == nil then
+    local t = redis.call('TIME')
+    NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW_MS
 end
 local function reindex(host)
   local q = redis.call('ZRANGE', hk('q', host), 0, 0, 'WITHSCORES')
@@ -184,12 +197,33 @@ local function packed_add(key, fp)
   redis.call('SET', key, bucket .. fp)   -- SET, not APPEND: APPEND's spare room would double the size
   return true
 end
-local function end_lease(host)
-  local o = redis.call('HGET', hk('h', host), 'lowner')
-  if o then redis.call('SREM', k('held:' .. o), host) end
-  redis.call('HDEL', hk('h', host), 'lowner', 'luntil')
-  redis.call('HINCRBY', hk('h', host), 'tok', 1)   -- a later settle under the old token is refused
-  redis.call('ZREM', k('leases'), host)
+-- The host's lease summary, for readers outside the scripts (status, push, pull): ``lowner`` one
+-- holder, ``luntil`` the latest expiry; ``P:leases`` scores the host by its earliest expiry (the
+-- expiry scan of select_hosts finds it when any of its holders runs out).
+local function resum(host)
+  local all = redis.call('HGETALL', hk('l', host))
+  local h = hk('h', host)
+  if #all == 0 then
+    redis.call('HDEL', h, 'lowner', 'luntil')
+    redis.call('ZREM', k('leases'), host)
+    return
+  end
+  local lo, hi = nil, nil
+  for i = 2, #all, 2 do
+    local u = tonumber(string.match(all[i], '^[^\t]*'))
+    if lo == nil or u < lo then lo = u end
+    if hi == nil or u > hi then hi = u end
+  end
+  redis.call('HSET', h, 'lowner', all[1], 'luntil', num(hi))
+  redis.call('ZADD', k('leases'), num(lo), host)
+end
+local HOLDERS = {}   -- host -> {holders, how many}, as read in this script (``holders``)
+-- end this owner's lease of the host (its in-flight URLs there are given back first, or settled)
+local function end_lease(host, owner)
+  HOLDERS[host] = nil
+  redis.call('HDEL', hk('l', host), owner)
+  redis.call('SREM', k('held:' .. owner), host)
+  resum(host)
 end
 -- the in-flight URLs of this owner on this host go back to pending; returns how many
 local function give_back(host, owner)
@@ -212,20 +246,74 @@ local function give_back(host, owner)
   end
   return n
 end
+-- The host's live holders (owner -> token) and how many; a holder whose lease ran out is let go
+-- here, its in-flight URLs back to pending (whoever looks first takes an expired lease back).
+local function holders(host)
+  local seen = HOLDERS[host]
+  if seen then return seen[1], seen[2] end
+  local all = redis.call('HGETALL', hk('l', host))
+  local out, n = {}, 0
+  for i = 1, #all, 2 do
+    local u, t = string.match(all[i + 1], '^([^\t]*)\t(.*)$')
+    if tonumber(u) <= server_ms() then
+      give_back(host, all[i])
+      end_lease(host, all[i])
+    else
+      out[all[i]] = t
+      n = n + 1
+    end
+  end
+  HOLDERS[host] = {out, n}
+  return out, n
+end
+-- The host's slot, whether it keeps a pace (a delay, a slot ahead, failures, a reason such as
+-- Retry-After, or a pace not told yet: ``pace`` is the delay its last claimer works to, "0" for
+-- none), one of its holders (false: none), and its pace as told (false: never). A host that keeps a
+-- pace has one holder at most.
+local function slot_pace(host, now)
+  local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
+  local nxt = tonumber(st[1] or '0')
+  return nxt, st[2] ~= '0' or nxt > now or tonumber(st[3] or '0') > 0 or tonumber(st[4] or '0') > 0
+              or (st[5] or '-') ~= '-', st[6], st[2]
+end
+-- May this owner claim on the host (``pc``: it keeps a pace), whose slot after the claim is
+-- ``nxt`` ('0': no delay)? Others hold it: only if shared, it keeping no pace.
+local function claimable(host, owner, pc, nxt, join)
+  local hs, n = holders(host)
+  local mine = hs[owner] ~= nil
+  return n == (mine and 1 or 0) or (nxt == '0' and (mine or join == '1') and not pc)
+end
+-- take (or keep) this owner's lease of the host, its expiry ttl ms from now; returns its token
 local function hold(host, owner, ttl)
-  local h = hk('h', host)
-  local lo = redis.call('HGET', h, 'lowner')
+  local l = hk('l', host)
+  local cur = redis.call('HGET', l, owner)
   local tok
-  if lo == owner then
-    tok = redis.call('HGET', h, 'tok')
-  else
-    tok = tostring(redis.call('HINCRBY', h, 'tok', 1))
+  if cur then
+    tok = string.match(cur, '\t(.*)$')
+  else   -- a new lease, a new token: a settle under an earlier one is refused
+    HOLDERS[host] = nil
+    tok = tostring(redis.call('HINCRBY', hk('h', host), 'tok', 1))
     redis.call('SADD', k('held:' .. owner), host)
   end
-  local untl = server_ms() + tonumber(ttl)
-  redis.call('HSET', h, 'lowner', owner, 'luntil', num(untl))
-  redis.call('ZADD', k('leases'), num(untl), host)
+  redis.call('HSET', l, owner, num(server_ms() + tonumber(ttl)) .. '\t' .. tok)
+  resum(host)
   return tok
+end
+-- extend this owner's lease of the host, if it holds one; returns whether it does
+local function extend(host, owner, ttl)
+  local l = hk('l', host)
+  local cur = redis.call('HGET', l, owner)
+  if not cur then return false end
+  redis.call('HSET', l, owner, num(server_ms() + tonumber(ttl)) .. string.match(cur, '\t.*$'))
+  resum(host)
+  return true
+end
+-- has this owner URLs in flight on the host?
+local function busy(host, owner)
+  for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
+    if first_field(v) == owner then return true end
+  end
+  return false
 end
 local function in_flight(host, owner, tok, key, line)
   redis.call('HSET', hk('f', host), first_field(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
@@ -233,17 +321,12 @@ local function in_flight(host, owner, tok, key, line)
   redis.call('HINCRBY', k('counts'), 'inflight', 1)
   redis.call('HINCRBY', k('owners'), owner, 1)
 end
--- let go of a host that has nothing left for its holder
+-- let go of a host that has nothing left for this holder
 local function maybe_release(host, owner)
-  local h = hk('h', host)
-  if redis.call('HGET', h, 'lowner') ~= owner then return end
   if redis.call('ZCARD', hk('q', host)) + redis.call('ZCARD', hk('r', host)) + redis.call('ZCARD', hk('d', host)) > 0 then
     return
   end
-  for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-    if string.match(v, '^[^\t]*') == owner then return end
-  end
-  end_lease(host)
+  if not busy(host, owner) then end_lease(host, owner) end
 end
 -- settle a claim (RedisStore.settle): 1, or 0 when it is no longer this owner's (lease lost)
 local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb, lease)
@@ -261,26 +344,14 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
     redis.call('HINCRBY', k('counts'), kind, 1)
   end
   if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
-  local h = hk('h', host)
-  if redis.call('HGET', h, 'lowner') == owner then
-    local untl = server_ms() + tonumber(lease)
-    redis.call('HSET', h, 'luntil', num(untl))
-    redis.call('ZADD', k('leases'), num(untl), host)
-    maybe_release(host, owner)
-  end
+  if extend(host, owner, lease) then maybe_release(host, owner) end
   return 1
 end
 -- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
 local function renew(owner, lease, from)
   local held = {}
-  local untl = num(server_ms() + tonumber(lease))
   for i = from, #ARGV do
-    local h = hk('h', ARGV[i])
-    if redis.call('HGET', h, 'lowner') == owner then
-      redis.call('HSET', h, 'luntil', untl)
-      redis.call('ZADD', k('leases'), untl, ARGV[i])
-      held[#held + 1] = ARGV[i]
-    end
+    if extend(ARGV[i], owner, lease) then held[#held + 1] = ARGV[i] end
   end
   return held
 end
@@ -303,6 +374,7 @@ if OPS then
     local op = f[i]
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
     elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
+    elseif op == 'P' then redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
     elseif op == 'S' then settle(unpack(f, i + 1, i + 13)); i = i + 14
     else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
   end
@@ -348,17 +420,17 @@ return 1
 
 # select, the claim step's first half: ARGV 1 prefix, 2 now, 3 limit, 4 --max-pages ('' none),
 # 5 owner, 6 most hosts this owner may hold ('' no limit), 7 let go of a held host whose slot is
-# further than this many seconds away (Retry-After, backoff) and that has nothing in flight. Takes back expired leases, lets due retries join the index, then walks the index (best
-# key first) for up to ``limit`` hosts that are ready and not another worker's. Returns
+# further than this many seconds away (Retry-After, backoff) and that has nothing in flight,
+# 8 join ('1': with no other host ready, this owner may join a host others hold that keeps no
+# pace). Takes back expired leases, lets due retries join the index, then walks the index (best
+# key first) for up to ``limit`` hosts that are ready and this owner's to take. Returns
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
 _SELECT_FN = r"""
-local function select_hosts(nowarg, limitarg, cap, owner, share, letgo)
+local function select_hosts(nowarg, limitarg, cap, owner, share, letgo, join)
 local now = tonumber(nowarg)
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('leases'), '-inf', num(server_ms()))) do
-  local o = redis.call('HGET', hk('h', host), 'lowner')
-  if o then give_back(host, o) end
-  end_lease(host)
+  holders(host)   -- those whose lease ran out are let go, their URLs back to pending
 end
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('dhosts'), '-inf', nowarg)) do
   local d = hk('d', host)
@@ -382,37 +454,58 @@ end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local index = room > 0 and k('hosts') or k('rhosts')
+-- Let go of the held hosts that wait long (Retry-After, backoff), and of those that keep a pace
+-- while others hold them too (a shared host whose state changed: one holder stays, the last one
+-- to look), if nothing of this owner is in flight there. The share counts hosts held alone.
+local held = 0
 for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. owner))) do
-  local nxt = tonumber(redis.call('HGET', hk('h', host), 'next') or '0')
-  if nxt > now + tonumber(letgo) then
-    local busy = false
-    for _, v in ipairs(redis.call('HVALS', hk('f', host))) do
-      if first_field(v) == owner then busy = true; break end
+  local hs, n = holders(host)
+  if hs[owner] then
+    local nxt, pc = slot_pace(host, now)
+    if (nxt > now + tonumber(letgo) or (n > 1 and pc)) and not busy(host, owner) then
+      end_lease(host, owner)
+    elseif n == 1 then
+      held = held + 1
     end
-    if not busy then end_lease(host) end
   end
 end
-local held = redis.call('SCARD', k('held:' .. owner))
-local ready, start = {}, 0
+-- Hosts this owner holds, or free ones within its share, first; with none ready, a host others
+-- hold that keeps no pace is joined (``join``): several holders, each with its own lease.
+local ready, joinable, start = {}, {}, 0
 while #ready < limit do
   local hosts = redis.call('ZRANGE', index, start, start + 63)
   if #hosts == 0 then break end
   for _, host in ipairs(hosts) do
-    local st = redis.call('HMGET', hk('h', host), 'next', 'lowner')
-    if st[2] and st[2] ~= owner then
-      -- another worker's host (an expired lease was taken back above)
-    elseif not st[2] and share ~= '' and held >= tonumber(share) then
+    local nxt, pc, lo, told = slot_pace(host, now)
+    local n, mine = 0, false
+    if lo and lo ~= owner and pc then   -- another's, keeping a pace (leases run out: scanned above)
+      n = 1
+    elseif lo then
+      local hs
+      hs, n = holders(host)
+      mine = hs[owner] ~= nil
+    end
+    if n > (mine and 1 or 0) and (not mine or pc) then
+      -- other workers' host: joined only when it keeps no pace and nothing else is ready; while
+      -- its first holder has not told its pace yet (robots.txt being fetched), asked again soon
+      if join == '1' and not mine and not pc and #joinable < limit then
+        joinable[#joinable + 1] = host
+      elseif join == '1' and not mine and not told then
+        later(now + 0.05)
+      end
+    elseif not mine and share ~= '' and held >= tonumber(share) then
       -- a free host, but this worker holds its share of hosts already
-    elseif st[1] and tonumber(st[1]) > now then
-      later(tonumber(st[1]))
+    elseif nxt > now then
+      later(nxt)
     else
-      if not st[2] then held = held + 1 end
+      if not mine then held = held + 1 end
       ready[#ready + 1] = host
       if #ready >= limit then break end
     end
   end
   start = start + 64
 end
+if #ready == 0 then ready = joinable end
 local d = redis.call('ZRANGE', k('dhosts'), 0, 63, 'WITHSCORES')
 for i = 1, #d, 2 do
   local host, nb = d[i], tonumber(d[i + 1])
@@ -430,19 +523,16 @@ end
 """
 
 _CLAIM_FN = r"""
-local function claim_from(owner, now, lease, room, limit, slot)
+local function claim_from(owner, now, lease, room, limit, slot, join)
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local out, taken = {}, 0
 while taken < tonumber(limit) do
   local best, bz, bline, bkey = nil, nil, nil, nil
   for host, _ in pairs(slot) do
-    local lo, lu, nx = unpack(redis.call('HMGET', hk('h', host), 'lowner', 'luntil', 'next'))
-    local ok = true
-    if lo and lo ~= owner then
-      if tonumber(lu) > server_ms() then ok = false else give_back(host, lo); end_lease(host) end
-    end
-    if ok and nx and tonumber(nx) > now then ok = false; later(tonumber(nx)) end
+    local nx, pc = slot_pace(host, now)
+    local ok = claimable(host, owner, pc, slot[host], join)
+    if ok and nx > now then ok = false; later(nx) end
     if ok then
       local r = redis.call('ZRANGE', hk('r', host), 0, 0, 'WITHSCORES')
       local q = {}
@@ -473,7 +563,7 @@ while taken < tonumber(limit) do
   reindex(best)
   out[#out + 1] = bline
   out[#out + 1] = tok
-  for _, v in ipairs(redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason')) do
+  for _, v in ipairs(redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')) do
     out[#out + 1] = v or ''
   end
   taken = taken + 1
@@ -484,21 +574,21 @@ end
 """
 
 _SELECT = _LUA_COMMON + _SELECT_FN + r"""
-local room, wait, pending, inflight, ready = select_hosts(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
 local out = {tostring(room), wait and string.format('%.17g', wait) or '', pending, tostring(inflight)}
 for _, host in ipairs(ready) do out[#out + 1] = host end
 return out
 """
 
-# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, then pairs
-# (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
+# claim, the second half: ARGV 1 prefix, 2 owner, 3 now, 4 lease ms, 5 room, 6 limit, 7 join, then
+# pairs (host, its next slot after a claim, '0' for none) of the hosts select found. Takes up to limit
 # URLs, best key first among them, each with its host's lease. Returns
 # {wait ('' none), pending, in flight, then per URL: line, token, and its host's next, delay,
-# failures, reason}.
+# failures, reason, pace}.
 _CLAIM = _LUA_COMMON + _CLAIM_FN + r"""
 local slot = {}
-for i = 7, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
-local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot)
+for i = 8, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
+local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot, ARGV[7])
 local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
 local head = {wait and string.format('%.17g', wait) or '', c[1] or '0', c[2] or '0'}
 for _, x in ipairs(out) do head[#head + 1] = x end
@@ -508,15 +598,16 @@ return head
 # claim in one round trip (a worker's claim of one URL): select and claim in one script, no slot
 # (the client raises the host's slot after, in its next call: the lease keeps others off the host).
 # ARGV 1 prefix, 2 now, 3 --max-pages ('' none), 4 owner, 5 most hosts ('' no limit), 6 let go,
-# 7 lease ms. Returns {room, wait, pending, in flight, line, token, next, delay, failures, reason}.
+# 7 lease ms, 8 join. Returns {room, wait, pending, in flight, line, token, next, delay, failures,
+# reason, pace}.
 _CLAIM_ONE = _LUA_COMMON + _SELECT_FN + _CLAIM_FN + r"""
-local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8])
 local out = {}
 if #ready > 0 then
   local slot = {}
   for _, host in ipairs(ready) do slot[host] = '0' end
   local w
-  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, 1, slot)
+  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, 1, slot, ARGV[8])
   if w and (wait == nil or w < wait) then wait = w end
   local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
   pending, inflight = c[1] or '0', c[2] or '0'
@@ -527,21 +618,22 @@ return head
 """
 
 # a redirect target: ARGV 1 prefix, 2 lifo, 3 host, 4 owner, 5 now, 6 delay, 7 lease ms,
-# 8 fingerprint, 9 bucket key, 10 score, 11 line. Returns {'known'}, {'queued'} (its host is
-# another worker's: left pending for it) or {'ok', start, token}.
+# 8 fingerprint, 9 bucket key, 10 score, 11 line, 12 join ('1': may join a shared host). Returns
+# {'known'}, {'queued'} (its host is other workers' and this one may not join them: left pending
+# for them) or {'ok', start, token}.
 _ADMIT = _LUA_COMMON + r"""
 local host, owner = ARGV[3], ARGV[4]
 if not packed_add(ARGV[9], ARGV[8]) then return {'known'} end
 local h = hk('h', host)
 redis.call('HINCRBY', h, 'admitted', 1)
-local lo, lu = unpack(redis.call('HMGET', h, 'lowner', 'luntil'))
-if lo and lo ~= owner and tonumber(lu) > server_ms() then
+local delay = tonumber(ARGV[6])
+local _, pc = slot_pace(host, tonumber(ARGV[5]))
+if not claimable(host, owner, pc, delay > 0 and '1' or '0', ARGV[12]) then
   push(host, ARGV[11], ARGV[10], ARGV[2], 0)
   return {'queued'}
 end
-if lo and lo ~= owner then give_back(host, lo); end_lease(host) end
+redis.call('HSET', h, 'pace', delay > 0 and string.format('%.3f', delay) or '0')
 local start = math.max(tonumber(ARGV[5]), tonumber(redis.call('HGET', h, 'next') or '0'))
-local delay = tonumber(ARGV[6])
 if delay > 0 then
   redis.call('HSET', h, 'next', string.format('%.3f', math.ceil((start + delay) * 1000) / 1000))
 end
@@ -563,9 +655,7 @@ return settle(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARG
 _REISSUE = _LUA_COMMON + r"""
 local n = 0
 for _, host in ipairs(redis.call('SMEMBERS', k('fhosts'))) do n = n + give_back(host, ARGV[2]) end
-for _, host in ipairs(redis.call('ZRANGE', k('leases'), 0, -1)) do
-  if redis.call('HGET', hk('h', host), 'lowner') == ARGV[2] then end_lease(host) end
-end
+for _, host in ipairs(redis.call('SMEMBERS', k('held:' .. ARGV[2]))) do end_lease(host, ARGV[2]) end
 return n
 """
 
@@ -584,14 +674,21 @@ return redis.call('HGET', k('texts'), ARGV[2])
 
 _KNOWN_FN = r"""
 local function known(fps)
-  local out, buckets = {}, {}
+  local keys, at_key, of = {}, {}, {}
   for at = 1, #fps, 8 do
-    local fp = string.sub(fps, at, at + 7)
-    local b1, b2 = string.byte(fp, 1, 2)
+    local b1, b2 = string.byte(fps, at, at + 1)
     local key = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
-    if buckets[key] == nil then buckets[key] = redis.call('GET', key) or '' end
-    out[#out + 1] = packed_has(buckets[key], fp) and '1' or '0'
+    if at_key[key] == nil then keys[#keys + 1] = key; at_key[key] = #keys end
+    of[#of + 1] = at_key[key]
   end
+  local buckets = {}
+  for i = 1, #keys, 512 do   -- one MGET, not a GET a link (a page's links: ~25 commands less)
+    for _, b in ipairs(redis.call('MGET', unpack(keys, i, math.min(#keys, i + 511)))) do
+      buckets[#buckets + 1] = b or ''
+    end
+  end
+  local out = {}
+  for i = 1, #of do out[i] = packed_has(buckets[of[i]], string.sub(fps, 8 * i - 7, 8 * i)) and '1' or '0' end
   return table.concat(out)
 end
 """
@@ -704,6 +801,11 @@ def _netstrings(fields: Iterable[object]) -> bytes:
     return bytes(out)
 
 
+def _pace(delay: float) -> str:
+    """A host's ``pace`` field: "0" (no delay: the host may have several holders) or the delay."""
+    return "0" if delay <= 0 else f"{delay:.3f}"
+
+
 def _host_state(raw: Iterable[bytes | None]) -> HostState:
     nxt, delay, failures, reason = raw
     return HostState(float(nxt or 0), float(delay or 0), int(failures or 0), (reason or b"-").decode())
@@ -737,7 +839,7 @@ class RedisStore:
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
                  order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None,
-                 let_go: float = 10.0, defer: bool = False) -> None:
+                 let_go: float = 10.0, defer: bool = False, join: bool = False) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -749,12 +851,14 @@ class RedisStore:
         self.max_hosts = max_hosts
         self.let_go = let_go
         self.defer = defer
+        self.join = join
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
         self._held: set[str] = set()        # hosts this instance took a lease on
         self._granted: dict[str, float] = {}   # host -> monotonic time before the call that leased it
         self._states: dict[str, tuple[HostState, tuple[bytes, ...]]] = {}   # leased hosts' state, raw
+        self._paces: dict[str, str] = {}    # host -> its pace as Redis last said or was told (``_tell_pace``)
         self._ops: list[bytes] = []         # buffered writes, sent with the next script (``_carry``)
         self._ops_lock = threading.Lock()
         self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
@@ -791,6 +895,10 @@ class RedisStore:
 
     def _bucket(self, fp: bytes) -> str:
         return f"{self.prefix}:seen:{(fp[0] << 4 | fp[1] >> 4):03x}"
+
+    @property
+    def _join(self) -> str:
+        return "1" if self.join else "0"
 
     @property
     def _who(self) -> str:
@@ -929,7 +1037,7 @@ class RedisStore:
         since = time.monotonic()
         if limit == 1:
             got = self._claim_one(args=[self._carry(), repr(now), cap, self._who, share, repr(self.let_go),
-                                        self.lease_ms])
+                                        self.lease_ms, self._join])
             room, wait = int(got[0]), _time_or_none(got[1])
             taken = self._taken(got[4:], since)
             for c in taken:
@@ -937,18 +1045,21 @@ class RedisStore:
                 delay = delay_for(host)
                 if delay > 0:
                     self._later_slot(host, self._slot(now, delay))
+                self._tell_pace(host, delay)
             if taken and room and taken[0].entry.kind != "recheck":
                 room -= 1
             return ClaimResult(taken, int(got[2]), int(got[3]), wait,
                                room == 0 and not taken and wait is None)
-        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go)])
+        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go),
+                                 self._join])
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:
-            args: list[Any] = [self.prefix, self._who, repr(now), self.lease_ms, room, limit]
+            args: list[Any] = [self.prefix, self._who, repr(now), self.lease_ms, room, limit, self._join]
+            delays: dict[str, float] = {}
             for h in sel[4:]:
                 host = h.decode()
-                delay = delay_for(host)
+                delay = delays[host] = delay_for(host)
                 args += [host, self._slot(now, delay) if delay > 0 else "0"]
             got = self._claim_script(args=args)
             w = _time_or_none(got[0])
@@ -956,13 +1067,15 @@ class RedisStore:
                 wait = w if wait is None else min(wait, w)
             pending, in_flight = int(got[1]), int(got[2])
             taken = self._taken(got[3:], since)
+            for c in taken:
+                self._tell_pace(host_key(c.url), delays[host_key(c.url)])
             room = max(0, room - sum(1 for c in taken if c.entry.kind != "recheck")) if room else room
         return ClaimResult(taken, pending, in_flight, wait, room == 0 and not taken and wait is None)
 
     def _taken(self, raw: list[bytes], since: float) -> list[Claim]:
-        """The claims of a claim script's answer: line, token and the host's state, per URL."""
+        """The claims of a claim script's answer: line, token, the host's state and pace, per URL."""
         out = []
-        for i in range(0, len(raw), 6):
+        for i in range(0, len(raw), 7):
             entry = parse_queue_line(raw[i].decode("utf-8", "replace"))
             host = host_key(entry.url)
             self._tokens[entry.url] = raw[i + 1].decode()
@@ -970,8 +1083,17 @@ class RedisStore:
             self._granted[host] = since
             state = tuple(x or None for x in raw[i + 2:i + 6])
             self._states[host] = (_host_state(state), state)
+            self._paces[host] = raw[i + 6].decode()
             out.append(Claim(entry, self.owner))
         return out
+
+    def _tell_pace(self, host: str, delay: float) -> None:
+        """The delay this worker keeps on a host it claimed, for Redis to know whether the host
+        may have several holders (only at 0); sent with the next call, when it changed."""
+        pace = _pace(delay)
+        if self._paces.get(host) != pace:
+            self._paces[host] = pace
+            self._buffer("P", host, pace)
 
     def _later_slot(self, host: str, slot: str) -> None:
         """Raise the host's slot (never lower it), sent with the next call."""
@@ -990,9 +1112,10 @@ class RedisStore:
         host = host_key(entry.url)
         since = time.monotonic()
         got = self._admit(args=[self._carry(), self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
-                                fp, self._bucket(fp), self._score(entry), entry.line()[:-1]])
+                                fp, self._bucket(fp), self._score(entry), entry.line()[:-1], self._join])
         if got[0] != b"ok":
             return None
+        self._paces[host] = _pace(delay)   # the script told Redis
         self._tokens[entry.url] = got[2].decode()
         self._held.add(host)
         self._states.pop(host, None)   # the script moved its slot: read it again when asked

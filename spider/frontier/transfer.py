@@ -75,7 +75,7 @@ ROBOTS = "robots"
 PIPELINE = 1000        # Redis commands sent per round trip while writing an image
 _PLAIN_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@\[\]-]{0,250}\.(txt|log)")
 _LOG_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
-_PER_HOST = re.compile(r"([qrdhf]|robots):\{([^{}]*)\}")
+_PER_HOST = re.compile(r"([qrdhfl]|robots):\{([^{}]*)\}")
 _NAMED = re.compile(r"(seen|over):[0-9a-f]{3}|log:[a-z][a-z0-9_]*|held:[^:]+")
 _FIXED = {"hosts", "rhosts", "dhosts", "leases", "fhosts", "counts", "owners", "seq", "texts",
           "settings", "robots", "files"}
