@@ -19,6 +19,7 @@ import contextlib
 import email.parser
 import http.client
 import os
+import _signal
 import re
 import signal
 import threading
@@ -66,6 +67,9 @@ class _TooSlow(BaseException):   # not an Exception: no handler on the way may s
 
 
 _armed = False   # a fetch's --max-time timer is running (``_arm``)
+# The handler of a signal as set: signal.getsignal also looks it up among the Handlers enum,
+# by a failed enum lookup for any function (3 µs, twice a fetch).
+_handler = getattr(_signal, "getsignal", signal.getsignal)
 
 
 def _on_alarm(signum: int, frame: object) -> None:
@@ -92,18 +96,23 @@ def _on_continue(signum: int, frame: object) -> None:
 def _watch_pauses() -> None:
     """Count this process's SIGCONTs (only the main thread can set a handler; once is enough)."""
     if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGCONT) is not _on_continue):
+            and _handler(signal.SIGCONT) is not _on_continue):
         signal.signal(signal.SIGCONT, _on_continue)
 
 
 def _unless_paused(result: "Response | FetchFailure", continued: int) -> "Response | FetchFailure":
     """``result``, or a ``paused`` failure if it timed out or broke while the process was stopped.
 
-    The SIGCONT handler has run by now: Python runs a pending handler at the next function call,
-    and the failure was built by calls made after the stop ended."""
-    if (isinstance(result, FetchFailure) and _continued != continued
-            and (result.transient or result.kind == "too slow")):
-        return FetchFailure(PAUSED, True, f"{result.kind} while this process was stopped (SIGSTOP or Ctrl-Z)")
+    The SIGCONT that ended a stop may not have reached its handler yet: when the SIGALRM that
+    came with it (the timer ran out during the stop) raised first, Python leaves the other
+    pending handlers to its next explicit check, which no bytecode makes. ``signal.signal``
+    makes one (that is how the per-fetch handler swap used to run it), so a failure that may be
+    a pause asks for it before reading the count."""
+    if isinstance(result, FetchFailure) and (result.transient or result.kind == "too slow"):
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGCONT, _on_continue)   # runs the pending handlers first
+        if _continued != continued:
+            return FetchFailure(PAUSED, True, f"{result.kind} while this process was stopped (SIGSTOP or Ctrl-Z)")
     return result
 
 
@@ -119,7 +128,7 @@ def _arm(seconds: float) -> bool:
     global _armed
     if threading.current_thread() is not threading.main_thread():
         return False
-    if signal.getsignal(signal.SIGALRM) is not _on_alarm:
+    if _handler(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
     _armed = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
