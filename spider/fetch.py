@@ -641,6 +641,14 @@ def _requests_error(e: Exception, request: "_Request") -> Exception:
 _PLAIN_URL = re.compile(r"(https?://[^/?#@\\\x00-\x20\x7f]+)/[^#\x00-\x20\x7f]*(?<!\?)\Z", re.ASCII)
 
 
+def _plain(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers as a plain dict, the names as given: urllib3 copies and walks the headers of a
+    request several times, each slower on a CaseInsensitiveDict (its copy alone 2.7 µs against
+    0.7; ~10 µs a request in all, measured on loopback)."""
+    store = getattr(headers, "_store", None)   # requests' CaseInsensitiveDict: lower -> (name, value)
+    return dict(store.values()) if isinstance(store, dict) else dict(headers)
+
+
 class _Request(NamedTuple):
     """A request sent through ``_Adapter.open``: what the WARC capture and requests' exceptions read."""
     method: str
@@ -736,7 +744,7 @@ class Fetcher:
         if headers:
             sent = CaseInsensitiveDict(sent)
             sent.update(headers)
-        request = _Request(method, url, sent)
+        request = _Request(method, url, _plain(sent))
         raw = self._adapter.open(request, url[m.end(1):], s.verify, self._timeout)
         if "set-cookie" not in raw.headers and "set-cookie2" not in raw.headers and not (
                 raw.status in REDIRECT_STATI and "location" in raw.headers):
