@@ -209,3 +209,43 @@ def test_parse_headers_reads_as_the_email_parser_does(block: bytes) -> None:
     st.binary(max_size=12)), max_size=8))
 def test_parse_headers_agrees_with_the_email_parser_on_anything(lines: list[bytes]) -> None:
     _same_message(lines)
+
+
+# ---------------------------------------------------------- urllib3's errors, as requests names them
+
+def _errors() -> list[Exception]:
+    from urllib3 import exceptions as u
+    return [u.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")), OSError("no route"),
+            u.MaxRetryError(None, "/", u.ConnectTimeoutError("connect timed out")),  # type: ignore[arg-type]
+            u.MaxRetryError(None, "/", u.NewConnectionError(None, "Connection refused")),  # type: ignore[arg-type]
+            u.MaxRetryError(None, "/", u.NameResolutionError("h", None, OSError("no name"))),  # type: ignore[arg-type]
+            u.MaxRetryError(None, "/", u.ResponseError("too many")),  # type: ignore[arg-type]
+            u.MaxRetryError(None, "/", u.SSLError("bad cert")),  # type: ignore[arg-type]
+            u.ClosedPoolError(None, "closed"), u.SSLError("handshake"),  # type: ignore[arg-type]
+            u.ReadTimeoutError(None, "/", "Read timed out."), u.InvalidHeader("two Content-Length"),  # type: ignore[arg-type]
+            u.LocationParseError("/x"), u.DecodeError("bad"), ValueError("odd")]
+
+
+@pytest.mark.parametrize("error", _errors(), ids=lambda e: type(e).__name__ + ":" + str(e)[:20])
+def test_urllib3_errors_become_what_the_adapters_send_raises(error: Exception, monkeypatch) -> None:
+    """``_Adapter.open`` raises, for every urllib3 error, the exception requests' own
+    ``HTTPAdapter.send`` raises (same type, same text), so ``failure_of`` names it as before."""
+    from urllib3.connectionpool import HTTPConnectionPool
+
+    from spider import fetch
+
+    def fail(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise error
+
+    monkeypatch.setattr(HTTPConnectionPool, "urlopen", fail)
+    f = Fetcher(CrawlConfig(connect_timeout=1.0, read_timeout=1.0, max_time=2.0))
+    url = "http://127.0.0.1:9/a"
+    try:
+        with pytest.raises(BaseException) as want:
+            f._adapter.send(f._prepare(url, None), stream=True, timeout=(1.0, 1.0), proxies={})
+        with pytest.raises(BaseException) as got:
+            f._adapter.open(fetch._Request("GET", url, {}), "/a", True, f._timeout)
+        assert (type(got.value), str(got.value)) == (type(want.value), str(want.value))
+        assert fetch.failure_of(got.value) == fetch.failure_of(want.value)
+    finally:
+        f.close()
