@@ -1022,7 +1022,9 @@ class RedisStats(StatsRecorder):
         self._census_at = -math.inf          # that of the last census
 
     def sample(self, pending: int, in_flight: int, crawled: int, hops: int, failed: int,
-               rejected_claims: int = 0, when: float | None = None) -> str:
+               rejected_claims: int = 0, when: float | None = None, census: bool = True) -> str:
+        """``census`` is the file store's (a pasted queue.txt read later): Redis has no paste,
+        and its census is timed by ``_read`` itself."""
         self._now = time.time() if when is None else when
         return super().sample(pending, in_flight, crawled, hops, failed, rejected_claims, self._now)
 
