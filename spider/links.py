@@ -315,7 +315,7 @@ class LinkFinder:
                 n_links += 1
                 if n_links > max_links:
                     continue
-                if rel is not None and "nofollow" in rel.lower().split():
+                if rel is not None and "nofollow" in _tokens(rel):
                     links.append(Link(href, True))
                 else:   # half of a real page's links are written twice or more (menus): one Link each
                     link = made.get(href)
