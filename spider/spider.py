@@ -31,12 +31,25 @@ from .records import REQUISITE, QueueEntry, clean, crawled_line, duplicate_line,
 from .scope import Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
-from .urls import host_key, resolve
+from .urls import host_key, normalize, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
 HEAD_REFUSED = (405, 501)   # --check-requisites: a server that will not answer HEAD gets a GET
 SENT_HOSTS = 4096   # hosts whose last request time a worker keeps (_keep_pace)
 EXIT_INTERNAL_ERROR = 4   # a worker that met the same bug of ours on one URL too often
+RESOLVED_LINKS = 16_384   # resolved links a worker remembers (``_ResolvedLinks``: ~3 MB at most)
+_LONGEST_CACHED = 2048    # a longer base or href is resolved afresh: no huge keys kept
+
+# A reference whose URL depends on no more than the base's directory (cached by directory, its
+# fragment left out: a fragment is dropped before anything else): an absolute http(s) URL, or a
+# path whose first character sends the URL Standard's parser from "relative state" to "path state"
+# or "relative slash state" (not "\\", "?", "#", nothing, a space or a control, which is stripped
+# first) and which names no scheme ("http:" alone takes the base's whole path and query). No ":"
+# and no whitespace in the path (a tab or newline is removed anywhere: "http\t:" is "http:"),
+# then a query. Everything else ("", "?q", "#f", "mailto:", " x") is resolved afresh every time.
+_DIRECTORY_REFERENCE = re.compile(
+    r"https?://|[A-Za-z0-9._~%!$&'()*+,;=@/-][^\x00-\x20\x7f:\\?#]*(?:\?[^\x00-\x20\x7f#]*)?\Z")
+_MISS = object()
 
 
 @dataclass
@@ -71,6 +84,7 @@ class Spider:
         self._told_internal = False   # an internal error is said once per worker (errors.log has all)
         self._requisites = config.requisites or config.check_requisites
         self._sent: dict[str, float] = {}   # host -> when this worker's last request to it left
+        self._resolved = _ResolvedLinks()   # menu links: resolved once per directory, not per page
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -544,13 +558,31 @@ class Spider:
 
     # -- links ---------------------------------------------------------------------------------------
     def _resolve(self, links: Iterable[Link | str], base: str) -> list[tuple[Link | str, str]]:
-        """Each link that resolves against ``base``, with its URL cleaned as the crawl keeps it."""
+        """Each link that resolves against ``base``, with its URL cleaned as the crawl keeps it.
+
+        A reference resolved against the base's directory alone (``_DIRECTORY_REFERENCE``: the
+        menu links written on every page of a directory) is taken from what this worker resolved
+        for another page of the directory (2.5 µs a link afresh, 0.3 from the cache)."""
         out = []
+        done = self._resolved.of(base)   # href -> URL (or None) for this base's directory
         for link in links:
-            url = resolve(base, link.href if isinstance(link, Link) else link)
+            href = link.href if isinstance(link, Link) else link
+            if done is None:
+                url = self._resolve_one(base, href)
+            else:
+                key = href.partition("#")[0] if "#" in href else href
+                url = done.get(key, _MISS)
+                if url is _MISS:
+                    url = self._resolve_one(base, href)
+                    if key and len(key) <= _LONGEST_CACHED and _DIRECTORY_REFERENCE.match(key):
+                        self._resolved.keep(done, key, url)
             if url is not None:
-                out.append((link, self.admission.clean(url)))
+                out.append((link, url))
         return out
+
+    def _resolve_one(self, base: str, href: str) -> str | None:
+        url = resolve(base, href)
+        return None if url is None else self.admission.clean(url)
 
     def _first_and_known(self, text_hash: str | None, url: str, links: list[str]) -> tuple[str, set[str]]:
         """The first URL with this page's text, and which of its links the frontier knows: one
@@ -642,6 +674,59 @@ class Spider:
 
     def close(self) -> None:
         self.fetcher.close()
+
+
+class _ResolvedLinks:
+    """The links a worker resolved, by the directory of the base they were resolved against
+    (``directory_of``): only references whose result depends on that directory alone are kept
+    (``_DIRECTORY_REFERENCE``). At most ``limit`` of them: when full, it starts afresh."""
+
+    def __init__(self, limit: int = RESOLVED_LINKS) -> None:
+        self.limit = limit
+        self.size = 0
+        self._by_directory: dict[str, dict[str, str | None]] = {}
+
+    def of(self, base: str) -> dict[str, str | None] | None:
+        """The links kept for ``base``'s directory (a dict to add to with ``keep``), or None when
+        ``base`` is not a normal http(s) URL (its text before the last "/" could then mislead)."""
+        directory = directory_of(base)
+        if directory is None:
+            return None
+        done = self._by_directory.get(directory)
+        if done is None:
+            done = self._by_directory[directory] = {}
+        return done
+
+    def keep(self, done: dict[str, str | None], href: str, url: str | None) -> None:
+        if self.size >= self.limit:
+            for links in self._by_directory.values():
+                links.clear()   # ``done`` too: a page half-way through goes on with an empty one
+            self._by_directory.clear()
+            self.size = 0
+        done[href] = url
+        self.size += 1
+
+
+def directory_of(base: str) -> str | None:
+    """What a relative path is resolved against: the normal http(s) URL ``base`` up to the last
+    "/" of its path; None for anything else (not normal: "/c/.." or escapes before a "/" would
+    make the text mean another directory; too long to keep).
+
+    >>> directory_of("http://a/b/c.html?q=/d")
+    'http://a/b/'
+    >>> directory_of("http://a/b/c/..") is None
+    True
+    """
+    if len(base) > _LONGEST_CACHED or not base.startswith(("http://", "https://")):
+        return None
+    try:
+        if normalize(base) != base:
+            return None
+        head = base.partition("?")[0]
+        directory = head[:head.rfind("/") + 1]
+        return directory if normalize(directory) == directory else None
+    except ValueError:
+        return None
 
 
 def _merge(report: LinkReport, more: LinkReport) -> None:
