@@ -19,7 +19,9 @@ Design notes:
   UTF-8; valid UTF-8 bodies are handed over as they are, without a decode.
 * One CSS query (lexbor's selector engine, in document order) collects links,
   ``<base>``, canonical, robots meta and ``<title>``; the visible-text hash is
-  computed afterwards from the same tree, in C (strip, merge, text, one fold).
+  computed afterwards from the same tree: invisible elements stripped, text runs merged and
+  the text taken by lexbor, the whitespace folded on its UTF-8 bytes (``_fold_utf8``; 0.27 ms
+  of a 20 KB bench page became 0.12).
 * The Standard's tree construction scans the stack of open elements for many
   tags, so a document nested thousands deep costs depth x tags.  A document
   with more than ``_MAX_TAGS`` tags is first flattened (every tag that can
@@ -235,6 +237,27 @@ def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
+# What str.split() splits on (str.isspace): the ASCII ones and the rest, as UTF-8.
+_ASCII_SPACES_TO_SPACE = bytes(0x20 if i in b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f" else i for i in range(256))
+_WIDE_SPACES = tuple((c, c.encode("utf-8")) for c in
+                     "\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                     "\u2028\u2029\u202f\u205f\u3000")
+_SPACE_RUNS = re.compile(rb"  +")
+
+
+def _fold_utf8(text: str) -> bytes:
+    """``_fold(text)`` in UTF-8, folded as bytes: every whitespace character becomes a space
+    (``bytes.translate``; a non-ASCII one by ``replace``, only when the text has one), runs of
+    spaces become one. 2,600 words cost ~60 µs this way, ~120 through ``str.split`` and ``join``
+    (a string made per word)."""
+    data = text.encode("utf-8", "surrogatepass").translate(_ASCII_SPACES_TO_SPACE)
+    if not text.isascii():
+        for char, encoded in _WIDE_SPACES:
+            if char in text:
+                data = data.replace(encoded, b" ")
+    return _SPACE_RUNS.sub(b" ", data).strip(b" ")
+
+
 def _document(body: bytes, charset: str | None) -> bytes | str:
     """What lexbor is given: the body itself when it is valid UTF-8 (no decode, no encode: lexbor
     reads UTF-8), else the text `_decode` makes of it (selectolax encodes it to UTF-8)."""
@@ -397,12 +420,13 @@ class LinkFinder:
         for el in tree.css(_INVISIBLE):
             el.decompose(recursive=False)
         tree.merge_text_nodes()   # the runs the removals left, one text node each
-        text = _fold(tree.text(separator=" "))
+        text = _fold_utf8(tree.text(separator=" "))
         if title:
-            text = f"{title} {text}" if text else title
+            head = title.encode("utf-8", "surrogatepass")
+            text = head + b" " + text if text else head
         if not text:
             return None
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
 # ------------------------------------------------------------------------------- more link sources
