@@ -8,7 +8,9 @@
 ``--memory N,...``: memory of a clean resume against the number of workers. For each N, a project
 as a clean stop leaves it with N pending URLs (a 1-page crawl, N queue lines in the crawler's
 shape, then the view saved and the signature written in this process: no start-up check to wait
-for), then `crawl NAME --max-pages +M --workers W` for each W, in interleaved rounds, with the
+for), then, each on a fresh copy of that project (so that every run finds the site's pages new and
+adds as many URLs to the dedup table), `crawl NAME --max-pages 1+M --workers W` for each W, in
+interleaved rounds, with the
 crawler of this tree and, with --compare-dir, of another one (e.g. `git worktree add /tmp/old main`)
 on the same project. Figures: peak summed PSS of the process tree / known URLs, and the marginal
 PSS of a worker ((PSS at the most workers - at the fewest) / extra workers / known URLs): with the
@@ -378,10 +380,9 @@ def intake(lines: int, repeat: int) -> int:
 def clean_stop_with(folder: Path, params, n: int) -> None:
     """The project after a clean stop with ``n`` more pending URLs: lines in the crawler's shape,
     the view built and saved here (as the crawl would at its start), then the stop's signature."""
-    import re
     from spider.frontier.files import FileStore
     from spider.frontier.recovery import write_signature
-    key = re.search(r"^settings (.*)$", (folder / "frontier.txt").read_text(), re.M).group(1)  # type: ignore[union-attr]
+    key = settings_key(folder)
     with open(folder / "queue.txt", "a", encoding="utf-8") as f:
         for start in range(0, n, 50_000):
             f.write("".join(f"{params.origin}/p/{k % params.pages}.html?v={k}\t0\t0\t0\t-\n"
@@ -389,6 +390,38 @@ def clean_stop_with(folder: Path, params, n: int) -> None:
     store = FileStore(folder).open()
     assert store.save_view() and store.fold(), "the view was not saved"
     del store
+    write_signature(folder, key)
+
+
+def settings_key(folder: Path) -> str:
+    import re
+    return re.search(r"^settings (.*)$", (folder / "frontier.txt").read_text(), re.M).group(1)  # type: ignore[union-attr]
+
+
+def copy_clean_stop(template: Path, projects: Path) -> None:
+    """A copy of a project as a clean stop left it that a start still takes as one: the saved view,
+    the census and the stop's signature name the files by inode, so they are written again for
+    the copies (the view's arrays copied as they are)."""
+    import os
+    import re
+    from spider.frontier import view as views
+    from spider.frontier.recovery import write_signature
+    shutil.rmtree(projects, ignore_errors=True)
+    shutil.copytree(template, projects)
+    folder = projects / PROJECT
+    key = settings_key(folder)
+    src, tmp = folder / "frontier.view", folder / ".frontier.view.tmp"
+    with open(src, "rb") as f, open(tmp, "wb") as out:
+        out.write(f.readline())
+        meta = json.loads(f.readline())
+        meta["files"] = {name: views.identity(folder / name) for name in meta["files"]}
+        out.write(json.dumps(meta, separators=(",", ":")).encode() + b"\n")
+        shutil.copyfileobj(f, out, 1 << 24)
+    os.replace(tmp, src)
+    census = folder / "census.txt"
+    if census.exists():
+        me = " ".join(map(str, views.identity(folder / "queue.txt") or []))
+        census.write_text(re.sub(r"^queue\t.*$", lambda m: f"queue\t{me}", census.read_text(), flags=re.M))
     write_signature(folder, key)
 
 
@@ -408,20 +441,20 @@ def memory_mode(args: argparse.Namespace) -> int:
         SITE.check_rate(params)
         for n in sizes:
             base = fresh_dir(RUN_DIR / f"memory-{n}")
-            projects = base / "projects"
-            error = create_project(params, projects, base, 1, args.timeout)
+            template, projects = base / "template", base / "projects"
+            error = create_project(params, template, base, 1, args.timeout)
             if error:
                 print(f"N={n}: {error}")
                 continue
             t0 = time.monotonic()
-            clean_stop_with(projects / PROJECT, params, n)
+            clean_stop_with(template / PROJECT, params, n)
             print(f"N={n:,}: clean stop built in {time.monotonic() - t0:.0f} s", flush=True)
             for rep in range(args.repeat):
                 for w in workers:
                     for name, d in dirs.items():
                         measure.SPIDER_DIR = d
-                        done = measure.project_counts(projects, PROJECT)
-                        budget = done["crawled"] + done["failed"] + args.m
+                        copy_clean_stop(template, projects)
+                        budget = 1 + args.m
                         ph = timed_resume(f"{name} w{w}", projects, base / f"{name}-w{w}-r{rep}", budget, args.m,
                                           w, args.timeout, nginx, args.quiet_wait)
                         rows.setdefault((n, w, name), []).append(ph)
@@ -431,6 +464,7 @@ def memory_mode(args: argparse.Namespace) -> int:
                               f"{ph.pages_per_s:.1f} pages/s {ph.note}", flush=True)
             measure.SPIDER_DIR = dirs["this"]
             shutil.rmtree(projects, ignore_errors=True)
+            shutil.rmtree(template, ignore_errors=True)
     print(f"\n=== memory of a clean resume (medians of {args.repeat}); peak summed PSS of the process tree")
     table = []
     for (n, w, name), phs in sorted(rows.items()):

@@ -130,3 +130,79 @@ def test_the_table_grows_under_every_process(tmp_path: Path) -> None:
     assert two.seen.nbytes() > slots * 8
     assert one.add(urls("g5", "g0", "fresh")) == urls("fresh")   # the first follows the new file
     assert A + "fresh" in two.seen and A + f"g{slots - 1}" in one.seen
+
+
+def _mapped_tables(pid: int) -> set[int]:
+    """Inodes of the seen.bin files process ``pid`` has mapped."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {int(line.split()[4]) for line in f if line.rstrip().endswith("/" + SEEN)}
+    except OSError:
+        return set()
+
+
+def test_every_worker_of_a_crawl_maps_one_table_and_the_crawl_fetches_each_page_once(site, projects_dir: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    from test_processes import check_consistent, crawl_cmd
+    paths = site.add_tree(60, 6, page_size=500)
+    proc = subprocess.Popen(crawl_cmd(projects_dir, "p", site.url("/"), "--workers", "3", "--delay", "0.05",
+                                      "--max-depth", "100"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: dict[int, set[int]] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and len(seen) < 3:
+            for kid in psutil.Process(proc.pid).children():
+                inodes = _mapped_tables(kid.pid)
+                if inodes:
+                    seen[kid.pid] = inodes
+            time.sleep(0.02)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert len(seen) == 3, seen   # three workers, each mapping the table
+    assert len(set().union(*seen.values())) == 1, seen   # one and the same file
+    hits = site.hits
+    hits.pop("/robots.txt", None)
+    assert {site.url(p) for p in hits} == {site.url(p) for p in paths}
+    assert max(hits.values()) == 1, [p for p, n in hits.items() if n > 1]
+    crawled, failed, queue = check_consistent(projects_dir / "p")
+    assert len(crawled) == len(paths) and queue == []
+
+
+def test_the_fold_saves_the_shared_table_and_the_next_run_copies_it_from_the_view(tmp_path: Path) -> None:
+    parent = shared(tmp_path)
+    parent.add(urls(*(f"old{i}" for i in range(50))))
+    assert parent.save_view()
+    worker = shared(tmp_path, owner=2)   # (a second store stands for a forked worker)
+    parent.drop_seen()   # the parent only watches now; the worker takes URLs in
+    worker.add(urls("found-1", "found-2"))
+    got = claim_all(worker)
+    assert len(got) == 52
+    assert parent.fold()   # the watcher's fold: the view carried with the worker's table
+    again = shared(tmp_path, owner=3)
+    assert again.from_view and isinstance(again.seen, SharedSeen)
+    assert A + "found-2" in again.seen and A + "old49" in again.seen and len(again.seen) == 52
+    assert again.add(urls("found-1", "old3", "brand-new")) == urls("brand-new")
+    assert claim_all(again) == [A + "brand-new"]
+
+
+def test_without_a_table_file_each_process_keeps_its_own_and_the_crawl_goes_on(tmp_path: Path, monkeypatch) -> None:
+    import mmap
+    said: list[str] = []
+
+    def no_mmap(*a, **kw):
+        raise OSError(19, "No such device")   # what a file system without mmap says
+    monkeypatch.setattr(mmap, "mmap", no_mmap)
+    store = FileStore(tmp_path, shared=True)
+    store.warn = said.append
+    store.open()
+    assert not isinstance(store.seen, SharedSeen) and "each worker keeps its own dedup table" in said[0]
+    store.add(urls("a", "b"))
+    assert store.add(urls("a", "c")) == urls("c")
+    assert sorted(claim_all(store)) == [A + "a", A + "b", A + "c"]

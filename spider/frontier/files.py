@@ -263,6 +263,7 @@ class FileStore:
         self._want_shared = shared and max_per_host is None
         self._shared = False
         self._skips: list[str] = []   # S records for hand lines refused when first read (shared table)
+        self._kept: SharedSeen | None = None   # the shared table, kept by a watcher for the fold
         self.from_view = False   # did open() load frontier.view instead of reading the files?
         self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
         self._over_budget = SeenSet()
@@ -348,7 +349,10 @@ class FileStore:
             # above); only those appended from now on add to the counts.
             self._crawled = self._hops = self._failed = 0
             if lock and self._want_shared and self._track_seen:
-                self._share(self.seen)
+                if self._shared:   # (from the view) every line read is in it, pasted ones left out
+                    self.seen.covered(self._queue.ino, self._queue.pos)   # type: ignore[union-attr, arg-type]
+                else:
+                    self._share(self.seen)   # type: ignore[arg-type]
         _give_back_memory()   # reading a big queue leaves freed chunks in the heap; every worker forks it
 
     def _take_outcomes(self, name: str, start: int) -> None:
@@ -1298,6 +1302,9 @@ class FileStore:
 
     def drop_seen(self) -> None:
         """Free the dedup table in a process that will only watch (the parent after forking)."""
+        # The shared table stays mapped (untouched, it costs nothing): the fold dumps it into the
+        # carried view instead of loading the view's own (``_carry_view``).
+        self._kept = self.seen if self._shared else None
         self.seen = SeenSet()
         self._track_seen = self._shared = False
         self._frontier = Frontier(self.order.lifo)
@@ -1313,10 +1320,22 @@ class FileStore:
         q = self._queue
         try:
             self.seen = SharedSeen.create(self.folder / SEEN, table, count, q.ino or 0, q.pos)
-        except OSError as e:   # a full disk, a file system without mmap: one table per process, as before
-            self.warn(f"{self.folder / SEEN}: {e.strerror or e}; each worker keeps its own dedup table")
+        except (OSError, TableGone) as e:   # a full disk, a file system without mmap: one per process, as before
+            self.warn(f"{self.folder / SEEN}: {getattr(e, 'strerror', None) or e}; each worker keeps its own dedup table")
             return
         self._shared, self._hot_of = True, None
+
+    def _table_from_view(self, v: views.View) -> bool:
+        """The shared table straight from the saved view's (copied file to file, in the kernel:
+        never a private copy in this process, whose workers would share it anyway)."""
+        try:
+            with open(self.folder / VIEW, "rb") as f:
+                self.seen = SharedSeen.create(self.folder / SEEN, None, int(v.meta["seen"]), 0, 0,
+                                              slots=int(v.meta["table"]), copy_from=(f.fileno(), v.table_at))
+        except (OSError, TableGone, ValueError, KeyError, TypeError):
+            return False
+        self._shared, self._hot_of = True, None
+        return True
 
     def _rebuild_seen(self) -> None:
         """The shared table cannot be trusted (a process was killed while changing it, or its
@@ -1345,7 +1364,7 @@ class FileStore:
                 seen.add(url if len(fields) == 5 else _normal(url))
         try:
             self.seen = SharedSeen.create(self.folder / SEEN, seen.state()[0], len(seen), st.st_ino, stop)
-        except OSError:
+        except (OSError, TableGone):
             self.seen, self._shared = seen, False   # ours alone from now on (the others rebuild theirs)
         self._hot_of = None
 
@@ -1363,7 +1382,7 @@ class FileStore:
         (or, with ``paste_from``, queue.txt up to that byte: lines were pasted after it)."""
         if not self._track_seen or self.only:
             return False
-        v = views.load(self.folder / VIEW)
+        v = views.load(self.folder / VIEW, table=not self._want_shared)   # (shared: copied, below)
         files = self._view_files()
         if v is not None and paste_from is not None:
             saved, now = v.meta.get("files", {}).get(QUEUE), files[QUEUE]
@@ -1372,7 +1391,11 @@ class FileStore:
             files[QUEUE] = saved   # the rest of the file was checked by its CRC (recovery.pasted_from)
         if v is None or v.meta.get("key") != self._view_key() or v.meta.get("files") != files:
             return False
+        if v.table is None and not self._table_from_view(v):
+            return False
         if not self._adopt(v):
+            if v.table is None:
+                self.seen, self._shared = SeenSet(stable=True), False
             return False
         if paste_from is not None:
             self._begin_paste(paste_from)
@@ -1632,12 +1655,20 @@ class FileStore:
         None when there is no such view or anything does not add up."""
         if self._view_ino is None or self._view_ino != self._queue.ino or self.only:
             return None
-        v = views.load(self.folder / VIEW, table=not self._shared)
+        table = self.seen if self._shared else self._kept
+        if isinstance(table, SharedSeen):   # it holds what the carried view's table would: no need to read that
+            try:
+                table.follow()
+                if table.upto(self._queue.ino) < self._queue.pos:
+                    table = None   # lines nobody took in (a blank tail?): the view's own, as without it
+            except (TableGone, OSError):
+                table = None
+        v = views.load(self.folder / VIEW, table=table is None)
         if v is None or v.meta.get("key") != self._view_key():
             return None
         carried = FileStore(self.folder, max_per_host=self.max_per_host, order=self.order)
-        if self._shared:   # the shared table holds what the carried view's would (none is read)
-            carried.seen, carried._shared = self.seen, True
+        if table is not None:
+            carried.seen, carried._shared = table, True
         try:
             if v.meta["files"][QUEUE][0] != self._queue.ino:
                 return None

@@ -195,9 +195,10 @@ class SharedSeen(SeenSet):
 
     @classmethod
     def create(cls, path: Path, table: Sequence[int] | None, count: int, queue_ino: int, upto: int,
-               slots: int = 0) -> "SharedSeen":
+               slots: int = 0, copy_from: tuple[int, int] | None = None) -> "SharedSeen":
         """Write a new table file (``table``'s slots, or ``slots`` empty ones and marked dirty until
-        the caller fills them) and put it at ``path``, superseding the file there; returns it mapped."""
+        the caller fills them, or ``slots`` copied from ``copy_from``: (descriptor, offset), in the
+        kernel) and put it at ``path``, superseding the file there; returns it mapped."""
         path = Path(path)
         slots = len(table) if table is not None else slots
         old = _open_table(path)
@@ -213,10 +214,12 @@ class SharedSeen(SeenSet):
                 os.posix_fallocate(fd, 0, size)
             head = array("q", [0] * 8)
             head[_GEN], head[_SLOTS], head[_COUNT], head[_QUEUE_INO], head[_UPTO] = gen, slots, count, queue_ino, upto
-            head[_DIRTY] = table is None
+            head[_DIRTY] = table is None and copy_from is None
             _pwrite_all(fd, MAGIC + head[1:].tobytes(), 0)
             if table is not None:
                 _pwrite_all(fd, memoryview(table).cast("B"), HEADER)
+            elif copy_from is not None:
+                _copy_all(copy_from[0], copy_from[1], fd, HEADER, 8 * slots)
             os.replace(tmp, path)
         except BaseException:
             os.close(fd)
@@ -309,6 +312,23 @@ def _open_table(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _copy_all(src: int, at: int, dst: int, to: int, count: int) -> None:
+    """``count`` bytes of ``src`` from ``at`` to ``dst`` at ``to``: in the kernel where it can."""
+    end = at + count
+    with contextlib.suppress(AttributeError, OSError):
+        while at < end:
+            n = os.copy_file_range(src, dst, end - at, at, to)
+            if n <= 0:
+                break
+            at, to = at + n, to + n
+    while at < end:
+        data = os.pread(src, min(end - at, 1 << 24), at)
+        if not data:
+            raise OSError(f"the table to copy ends {end - at} bytes early")
+        _pwrite_all(dst, data, to)
+        at, to = at + len(data), to + len(data)
 
 
 def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:

@@ -65,6 +65,7 @@ class View:
     meta: dict[str, Any]
     table: Any   # an array('q'), a mapped table (seen.py ``SharedSeen.state``), or None: not loaded
     buckets: list[tuple[str, int, array]]
+    table_at: int = 0   # where the table begins in the file (to copy it from there, not loaded)
 
 
 def dump(f: IO[bytes], meta: dict[str, Any], table: Any,
@@ -87,7 +88,7 @@ def load(path: Path, table: bool = True) -> View | None:
             if f.readline() != MAGIC:
                 return None
             meta = json.loads(f.readline())
-            slots = int(meta["table"])
+            slots, table_at = int(meta["table"]), f.tell()
             if table:
                 fps: array | None = array("q")
                 fps.fromfile(f, slots)   # type: ignore[union-attr]
@@ -105,7 +106,7 @@ def load(path: Path, table: bool = True) -> View | None:
                 return None
     except (OSError, ValueError, KeyError, TypeError, EOFError):
         return None
-    return View(meta, fps, buckets)
+    return View(meta, fps, buckets, table_at)
 
 
 @dataclass(frozen=True)
