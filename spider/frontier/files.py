@@ -389,10 +389,13 @@ class FileStore:
         hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
         running = self._queue.fd is not None and self._claims.fd is not None
         if self._shared:
+            gen = self.seen.generation   # type: ignore[union-attr]
             try:
                 self.seen.follow()   # type: ignore[union-attr]
             except TableGone:
                 self._rebuild_seen()
+            if self.seen.generation != gen:   # type: ignore[union-attr]
+                self._hot_of = None   # another table: what ``known`` remembers of the old one goes
         # One look at each file per lock hold (a stat of its path): the edit checks, the
         # "replaced?" checks and the reads below all use it.
         sq, sc = self._queue.look(), self._claims.look()
