@@ -29,7 +29,10 @@ offers are ``contract.py``.
 
 Each process keeps derived state: the journal cursor, hosts' next-allowed times, in-flight claims,
 the selection index of pending lines, and a ``SeenSet`` of every URL ever queued, crawled or
-failed (deduplication without re-reading files). A replaced file (new inode) makes a process rebuild its view from the files.
+failed (deduplication without re-reading files). A crawl's processes share that table instead
+(``FileStore(shared=True)``: seen.bin, mapped by all of them, seen.py ``SharedSeen``): a line is
+taken into it once, by the first process that reads it, and a hand-written line of a known URL is
+then refused with an ``S`` record, so every process agrees. A replaced file (new inode) makes a process rebuild its view from the files.
 A clean stop saves the view in ``frontier.view`` and a start whose files are exactly as that stop
 left them loads it instead of reading them (``spider/frontier/view.py``: ``save_view``, ``_carry_view`` at
 the fold, ``_load_view``).
