@@ -206,3 +206,18 @@ def test_without_a_table_file_each_process_keeps_its_own_and_the_crawl_goes_on(t
     store.add(urls("a", "b"))
     assert store.add(urls("a", "c")) == urls("c")
     assert sorted(claim_all(store)) == [A + "a", A + "b", A + "c"]
+
+
+def test_a_full_disk_is_said_at_start_not_met_as_a_crash_later(tmp_path: Path, monkeypatch) -> None:
+    import errno
+    said: list[str] = []
+
+    def full(fd: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    store = FileStore(tmp_path, shared=True)
+    store.warn = said.append
+    store.open()   # no table file whose pages the disk cannot hold: one table per process instead
+    assert not isinstance(store.seen, SharedSeen) and "No space left on device" in said[0]
+    assert not list(tmp_path.glob(".seen.bin*"))   # the temporary file is gone too
+    assert store.add(urls("a", "a", "b")) == urls("a", "b")

@@ -19,6 +19,7 @@ layout in a file every process maps (seen.bin), so its pages are in memory once.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 from array import array
@@ -210,8 +211,7 @@ class SharedSeen(SeenSet):
         try:
             size = HEADER + 8 * slots
             os.ftruncate(fd, size)
-            with contextlib.suppress(AttributeError, OSError):   # a full disk says so now, not as SIGBUS later
-                os.posix_fallocate(fd, 0, size)
+            _allocate(fd, size)
             head = array("q", [0] * 8)
             head[_GEN], head[_SLOTS], head[_COUNT], head[_QUEUE_INO], head[_UPTO] = gen, slots, count, queue_ino, upto
             head[_DIRTY] = table is None and copy_from is None
@@ -312,6 +312,19 @@ def _open_table(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give the file its disk blocks now: a full disk is then an OSError here, not a SIGBUS when
+    a process writes to a page of the mapping. A file system that cannot allocate ahead is
+    used as it is."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except AttributeError:
+        pass
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
 
 
 def _copy_all(src: int, at: int, dst: int, to: int, count: int) -> None:
