@@ -3,6 +3,18 @@
 
     bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
     python bench/frontier.py --intake 1000000 [--repeat 3]   # a paste's intake alone, in one process
+    python bench/frontier.py --memory 1000,1000000 --workers-list 1,2,4 [--compare-dir OLD] [--m 300]
+
+``--memory N,...``: memory of a clean resume against the number of workers. For each N, a project
+as a clean stop leaves it with N pending URLs (a 1-page crawl, N queue lines in the crawler's
+shape, then the view saved and the signature written in this process: no start-up check to wait
+for), then, each on a fresh copy of that project (so that every run finds the site's pages new and
+adds as many URLs to the dedup table), `crawl NAME --max-pages 1+M --workers W` for each W, in
+interleaved rounds, with the
+crawler of this tree and, with --compare-dir, of another one (e.g. `git worktree add /tmp/old main`)
+on the same project. Figures: peak summed PSS of the process tree / known URLs, and the marginal
+PSS of a worker ((PSS at the most workers - at the fewest) / extra workers / known URLs): with the
+dedup table shared between processes (seen.bin) a worker should add next to nothing per URL.
 
 For each EXTRA, in a fresh projects dir:
   1. `crawl NAME START_URL --max-pages 1 --delay 0 ...` creates the project (crawls /index.html);
@@ -363,6 +375,125 @@ def intake(lines: int, repeat: int) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- memory against workers
+
+def clean_stop_with(folder: Path, params, n: int) -> None:
+    """The project after a clean stop with ``n`` more pending URLs: lines in the crawler's shape,
+    the view built and saved here (as the crawl would at its start), then the stop's signature."""
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import write_signature
+    key = settings_key(folder)
+    with open(folder / "queue.txt", "a", encoding="utf-8") as f:
+        for start in range(0, n, 50_000):
+            f.write("".join(f"{params.origin}/p/{k % params.pages}.html?v={k}\t0\t0\t0\t-\n"
+                            for k in range(start, min(n, start + 50_000))))
+    store = FileStore(folder).open()
+    assert store.save_view() and store.fold(), "the view was not saved"
+    del store
+    write_signature(folder, key)
+
+
+def settings_key(folder: Path) -> str:
+    import re
+    return re.search(r"^settings (.*)$", (folder / "frontier.txt").read_text(), re.M).group(1)  # type: ignore[union-attr]
+
+
+def copy_clean_stop(template: Path, projects: Path) -> None:
+    """A copy of a project as a clean stop left it that a start still takes as one: the saved view,
+    the census and the stop's signature name the files by inode, so they are written again for
+    the copies (the view's arrays copied as they are)."""
+    import os
+    import re
+    from spider.frontier import view as views
+    from spider.frontier.recovery import write_signature
+    shutil.rmtree(projects, ignore_errors=True)
+    shutil.copytree(template, projects)
+    folder = projects / PROJECT
+    key = settings_key(folder)
+    src, tmp = folder / "frontier.view", folder / ".frontier.view.tmp"
+    with open(src, "rb") as f, open(tmp, "wb") as out:
+        out.write(f.readline())
+        meta = json.loads(f.readline())
+        meta["files"] = {name: views.identity(folder / name) for name in meta["files"]}
+        out.write(json.dumps(meta, separators=(",", ":")).encode() + b"\n")
+        shutil.copyfileobj(f, out, 1 << 24)
+    os.replace(tmp, src)
+    census = folder / "census.txt"
+    if census.exists():
+        me = " ".join(map(str, views.identity(folder / "queue.txt") or []))
+        census.write_text(re.sub(r"^queue\t.*$", lambda m: f"queue\t{me}", census.read_text(), flags=re.M))
+    write_signature(folder, key)
+
+
+def memory_mode(args: argparse.Namespace) -> int:
+    sizes = sorted(int(x.replace("_", "")) for x in args.memory.split(",") if x.strip())
+    workers = [int(w) for w in args.workers_list.split(",")]
+    dirs = {"this": measure.SPIDER_DIR}
+    if args.compare_dir is not None:
+        measure.set_spider_dir(args.compare_dir)
+        dirs["other"] = measure.SPIDER_DIR
+        measure.set_spider_dir(dirs["this"])
+    sys.path.insert(0, str(dirs["this"]))
+    params = SITE.prepare_site(args.pages, SITE.DEFAULT_SITE_DIR, args.port)
+    print(f"memory: sizes {sizes}, workers {workers}, M={args.m}, {args.repeat} round(s); crawlers {dirs}")
+    rows: Dict[tuple, List[Phase]] = {}
+    with SITE.Nginx(SITE.DEFAULT_SITE_DIR, params.port, args.nginx_workers) as nginx:
+        SITE.check_rate(params)
+        for n in sizes:
+            base = fresh_dir(RUN_DIR / f"memory-{n}")
+            template, projects = base / "template", base / "projects"
+            error = create_project(params, template, base, 1, args.timeout)
+            if error:
+                print(f"N={n}: {error}")
+                continue
+            t0 = time.monotonic()
+            clean_stop_with(template / PROJECT, params, n)
+            print(f"N={n:,}: clean stop built in {time.monotonic() - t0:.0f} s", flush=True)
+            for rep in range(args.repeat):
+                for w in workers:
+                    for name, d in dirs.items():
+                        measure.SPIDER_DIR = d
+                        copy_clean_stop(template, projects)
+                        budget = 1 + args.m
+                        ph = timed_resume(f"{name} w{w}", projects, base / f"{name}-w{w}-r{rep}", budget, args.m,
+                                          w, args.timeout, nginx, args.quiet_wait)
+                        rows.setdefault((n, w, name), []).append(ph)
+                        pss = ph.res.peak_pss
+                        print(f"  [{rep + 1}] N={n:,} {name:5} workers {w}: known {ph.known:,} peak PSS "
+                              f"{fmt(pss / MB if pss else None, '.0f')} MB = {fmt(per_url(pss, ph.known), '.1f')} B/URL, "
+                              f"{ph.pages_per_s:.1f} pages/s {ph.note}", flush=True)
+            measure.SPIDER_DIR = dirs["this"]
+            shutil.rmtree(projects, ignore_errors=True)
+            shutil.rmtree(template, ignore_errors=True)
+    print(f"\n=== memory of a clean resume (medians of {args.repeat}); peak summed PSS of the process tree")
+    table = []
+    for (n, w, name), phs in sorted(rows.items()):
+        pss = median([p.res.peak_pss for p in phs if p.res.peak_pss] or [float("nan")])
+        known = median([p.known for p in phs])
+        table.append([f"{n:,}", name, str(w), f"{known:,.0f}", fmt(pss / MB, ".0f"), fmt(pss / known, ".1f"),
+                      fmt(median([p.pages_per_s for p in phs]), ".1f")])
+    print_table(["pending N", "crawler", "workers", "known URLs", "peak PSS MB", "PSS B/URL", "pages/s"], table)
+    lo, hi = min(workers), max(workers)
+    for n in sizes:
+        for name in dirs:
+            a, b = rows.get((n, lo, name)), rows.get((n, hi, name))
+            if a and b and hi > lo:
+                pa = median([p.res.peak_pss or 0 for p in a])
+                pb = median([p.res.peak_pss or 0 for p in b])
+                known = median([p.known for p in b])
+                print(f"N={n:,} {name}: a worker adds {(pb - pa) / (hi - lo) / MB:.1f} MB = "
+                      f"{(pb - pa) / (hi - lo) / known:.1f} B per known URL ({lo} -> {hi} workers)")
+    small, big = min(sizes), max(sizes)
+    for name in dirs:
+        for w in workers:
+            a, b = rows.get((small, w, name)), rows.get((big, w, name))
+            if a and b and big > small:
+                r = median([p.pages_per_s for p in b]) / median([p.pages_per_s for p in a])
+                verdict(f"{name}, {w} worker(s): clean resume pages/s at {big:,} ÷ at {small:,} = {r:.2f}",
+                        r >= TARGET_SCALING, f">= {TARGET_SCALING:g}")
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -383,6 +514,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, default=OUT_DIR / "frontier.json")
     ap.add_argument("--intake", type=int, default=0, metavar="N",
                     help="only measure the intake of N pasted lines in one process (no site, no crawl)")
+    ap.add_argument("--memory", default="", metavar="N,...",
+                    help="only measure memory of clean resumes of N pending URLs against --workers-list")
+    ap.add_argument("--workers-list", default="1,2,4", help="worker counts for --memory (default 1,2,4)")
+    ap.add_argument("--compare-dir", type=Path, default=None,
+                    help="with --memory: also run the crawler in this folder (e.g. the old code) on each project")
     return ap.parse_args(argv)
 
 
@@ -392,6 +528,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.intake:
         sys.path.insert(0, str(measure.SPIDER_DIR))
         return intake(args.intake, args.repeat)
+    if args.memory:
+        return memory_mode(args)
     extras = sorted(int(x.replace("_", "")) for x in args.extras.split(",") if x.strip())
     if not measure.spider_ready():
         print("spider CLI not working (`python main.py --help` fails); nothing to measure")

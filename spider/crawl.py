@@ -204,7 +204,7 @@ class Crawl:
             self.stats.catch_up()   # first: the heap its reading frees is reused by the store's view
         def new_store() -> FileStore:
             store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
-                              order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds)
+                              order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds, shared=True)
             store.admit = admit
             return store
 

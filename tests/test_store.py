@@ -39,14 +39,15 @@ def redis_store(request, **kw):
     return RedisStore(client, "test", **kw)
 
 
-@pytest.fixture(params=["file", "memory", "redis"])
+@pytest.fixture(params=["file", "file-shared", "memory", "redis"])
 def make_store(request, tmp_path):
     def make(owner: int = 1, max_pages: int | None = None):
         if request.param == "memory":
             return MemoryStore(owner=owner, max_pages=max_pages)
         if request.param == "redis":
             return redis_store(request, owner=owner, max_pages=max_pages)
-        return FileStore(tmp_path, owner=owner, max_pages=max_pages).open()
+        # file-shared: the dedup table in seen.bin, as a crawl opens it (one table for all processes)
+        return FileStore(tmp_path, owner=owner, max_pages=max_pages, shared=request.param == "file-shared").open()
     return make
 
 
@@ -606,7 +607,7 @@ def test_recovery_of_any_files_never_raises_and_leaves_parseable_files(queue, cr
 from spider.order import Order  # noqa: E402
 
 
-@pytest.fixture(params=["file", "memory", "redis"])
+@pytest.fixture(params=["file", "file-shared", "memory", "redis"])
 def make_ordered_store(request, tmp_path):
     """Like ``make_store``, with an ``Order``: each test runs against every store."""
     def make(order: Order, owner: int = 1):
@@ -614,7 +615,7 @@ def make_ordered_store(request, tmp_path):
             return MemoryStore(owner=owner, order=order)
         if request.param == "redis":
             return redis_store(request, owner=owner, order=order)
-        return FileStore(tmp_path, owner=owner, order=order).open()
+        return FileStore(tmp_path, owner=owner, order=order, shared=request.param == "file-shared").open()
     return make
 
 

@@ -29,7 +29,10 @@ offers are ``contract.py``.
 
 Each process keeps derived state: the journal cursor, hosts' next-allowed times, in-flight claims,
 the selection index of pending lines, and a ``SeenSet`` of every URL ever queued, crawled or
-failed (deduplication without re-reading files). A replaced file (new inode) makes a process rebuild its view from the files.
+failed (deduplication without re-reading files). A crawl's processes share that table instead
+(``FileStore(shared=True)``: seen.bin, mapped by all of them, seen.py ``SharedSeen``): a line is
+taken into it once, by the first process that reads it, and a hand-written line of a known URL is
+then refused with an ``S`` record, so every process agrees. A replaced file (new inode) makes a process rebuild its view from the files.
 A clean stop saves the view in ``frontier.view`` and a start whose files are exactly as that stop
 left them loads it instead of reading them (``spider/frontier/view.py``: ``save_view``, ``_carry_view`` at
 the fold, ``_load_view``).
@@ -59,7 +62,7 @@ from ..records import (CRAWLED_HEADER, FAILED_HEADER, QUEUE_HEADER, REJECTED_HEA
 from ..politeness import HostState, parse_host_line
 from ..order import Frontier, Order
 from ..patterns import compile_pattern
-from .seen import SeenSet
+from .seen import SeenSet, SharedSeen, TableGone
 from . import paste as pastes
 from . import view as views
 from ..urls import host_key, normalize
@@ -73,6 +76,7 @@ HEADERS = {QUEUE: QUEUE_HEADER, CRAWLED: CRAWLED_HEADER, FAILED: FAILED_HEADER,
 READ_CHUNK = 1 << 20
 FAR_AHEAD = pastes.FAR_AHEAD   # no wait the crawler sets is this long: a later time is a typo
 VIEW = "frontier.view"   # a saved view of the frontier (spider/frontier/view.py): a cache, safe to delete
+SEEN = "seen.bin"   # the crawl's dedup table, mapped by every process (seen.py ``SharedSeen``): rewritten at each start
 BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be reported soon
 HOT_URLS = 4096   # URLs a process remembers as known (``FileStore.known``): a site's menus fit
 _PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and the store asked per lock
@@ -234,7 +238,8 @@ class FileStore:
 
     def __init__(self, folder: Path, *, owner: int | None = None, max_pages: int | None = None,
                  max_per_host: int | None = None, track_seen: bool = True,
-                 order: Order | None = None, only: tuple[str, ...] = (), seeds: Iterable[str] = ()) -> None:
+                 order: Order | None = None, only: tuple[str, ...] = (), seeds: Iterable[str] = (),
+                 shared: bool = False) -> None:
         self.folder = Path(folder)
         self.order = order or Order()
         # A discovery run fetches only seeds, rechecks and URLs matching these; the rest wait.
@@ -254,7 +259,14 @@ class FileStore:
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._track_seen = track_seen
         self._indexing = True   # False: the dedup table only, for judging pasted lines (drop_index)
-        self.seen = SeenSet(stable=True)   # stable: it is saved in frontier.view
+        self.seen: SeenSet | SharedSeen = SeenSet(stable=True)   # stable: it is saved in frontier.view
+        # ``shared``: after open, the table is one file every process of the crawl maps (seen.bin,
+        # ``_share``), taken in once by the first process that reads a line, not once per worker.
+        # Not with --max-pages-per-host: its per-host counts are kept per process, by "new to me".
+        self._want_shared = shared and max_per_host is None
+        self._shared = False
+        self._skips: list[str] = []   # S records for hand lines refused when first read (shared table)
+        self._kept: SharedSeen | None = None   # the shared table, kept by a watcher for the fold
         self.from_view = False   # did open() load frontier.view instead of reading the files?
         self._view_ino: int | None = None   # the queue.txt inode our saved or loaded view describes
         self._over_budget = SeenSet()
@@ -339,11 +351,17 @@ class FileStore:
             # The journal's D records so far are already lines of crawled/failed.txt (counted
             # above); only those appended from now on add to the counts.
             self._crawled = self._hops = self._failed = 0
+            if lock and self._want_shared and self._track_seen:
+                if self._shared:   # (from the view) every line read is in it, pasted ones left out
+                    self.seen.covered(self._queue.ino, self._queue.pos)   # type: ignore[union-attr, arg-type]
+                else:
+                    self._share(self.seen)   # type: ignore[arg-type]
         _give_back_memory()   # reading a big queue leaves freed chunks in the heap; every worker forks it
 
     def _take_outcomes(self, name: str, start: int) -> None:
         """Count the lines of crawled.txt or failed.txt from byte ``start`` on, and mark their URLs seen."""
-        track, seen_add, counting = self._track_seen, self.seen.add, self.max_per_host is not None
+        # (With the shared table, crawled and failed URLs are in it already: they were queue lines.)
+        track, seen_add, counting = self._track_seen and not self._shared, self.seen.add, self.max_per_host is not None
         with open(self.folder / name, "rb") as f:
             f.seek(start)
             bom = start == 0   # a BOM (Notepad's) can only be at the very start
@@ -373,6 +391,14 @@ class FileStore:
         process may have missed a whole journal (two edits in a row), and a journal copied by
         hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
         running = self._queue.fd is not None and self._claims.fd is not None
+        if self._shared:
+            gen = self.seen.generation   # type: ignore[union-attr]
+            try:
+                self.seen.follow()   # type: ignore[union-attr]
+            except TableGone:
+                self._rebuild_seen()
+            if self.seen.generation != gen:   # type: ignore[union-attr]
+                self._hot_of = None   # another table: what ``known`` remembers of the old one goes
         # One look at each file per lock hold (a stat of its path): the edit checks, the
         # "replaced?" checks and the reads below all use it.
         sq, sc = self._queue.look(), self._claims.look()
@@ -393,8 +419,9 @@ class FileStore:
                 self._recount()
             self._read_journal(count=not running)
         else:   # the same files as we hold: the sizes we just saw are theirs
-            self._read_queue(size=sq.st_size)   # type: ignore[union-attr]
+            self._read_queue(size=sq.st_size, flush=False)   # type: ignore[union-attr]
             self._read_journal(size=sc.st_size)   # type: ignore[union-attr]
+            self._flush_skips()
 
     def _recount(self) -> None:
         """The pages done, from crawled.txt and failed.txt (the journal's records that settled
@@ -411,16 +438,23 @@ class FileStore:
             except (ValueError, IndexError):
                 continue   # not a journal record (a hand edit); recovery ignores it as well
 
-    def _read_queue(self, judge: bool = True, size: int | None = None) -> None:
+    def _read_queue(self, judge: bool = True, size: int | None = None, flush: bool = True) -> None:
         """Take in the lines appended to queue.txt since the last look (ours included).
 
         This is most of a resume's start-up (a million pending lines are read once), so it works
         on whole chunks: an ASCII chunk (every line the crawler writes) is decoded once and split
         in C; a chunk with other bytes is decoded line by line, so offsets stay exact. ``size``:
-        queue.txt's size if known (a look, or the end of our own append), else asked."""
+        queue.txt's size if known (a look, or the end of our own append), else asked.
+
+        With the shared table, only the first process to read a line takes it in (``upto``);
+        a hand-written line of a known URL is then refused by a journal record (``_skips``,
+        written once the journal is read: ``flush``), so every process agrees."""
         seen_add, track = self.seen.add, self._track_seen
         admitted, counting = self._admitted, self.max_per_host is not None
         index, cursor = self._index, self._cursor
+        table = self.seen if self._shared and track else None
+        upto = table.upto(self._queue.ino) if table is not None else 0   # type: ignore[union-attr]
+        began = False
         for base, data in self._queue.read_chunks(size):
             ascii_ = data.isascii()
             if ascii_ and not track:   # a watcher (the parent, status) only counts lines
@@ -440,7 +474,12 @@ class FileStore:
                         hand = len(fields) < 5   # not the crawler's shape: written by a person
                         if hand:
                             url = _normal(url)
-                        if seen_add(url):
+                        if table is not None and not began and off >= upto:
+                            table.begin()   # type: ignore[union-attr]
+                            began = True
+                        if off < upto:
+                            pass   # taken in by the process that read it first (shared table)
+                        elif seen_add(url):
                             if counting:
                                 h = host_key(url)
                                 admitted[h] = admitted.get(h, 0) + 1
@@ -448,9 +487,12 @@ class FileStore:
                             # Added by hand while running, of a URL queued, crawled or failed
                             # already: dropped (start-up drops it too), never fetched twice.
                             # (Noted without an index too: a worker forked later builds one.)
-                            self._refuse[off] = ""
-                            if self._indexing:
-                                self._frontier.push("", BAD_LINE_SCORE, off)
+                            if table is not None:   # the others took it in as pending: a record
+                                self._skips.append(f"S\t{off}\t{end}\t1\n")
+                            else:
+                                self._refuse[off] = ""
+                                if self._indexing:
+                                    self._frontier.push("", BAD_LINE_SCORE, off)
                             off = end
                             continue
                         if off >= cursor and self._indexing:
@@ -459,6 +501,17 @@ class FileStore:
                     self._consume(off, end, False)   # blank and # lines: nothing to claim, every process agrees
                     cursor = self._cursor
                 off = end
+        if began:
+            table.covered(self._queue.ino, max(upto, self._queue.pos))   # type: ignore[union-attr]
+        if flush:
+            self._flush_skips()
+
+    def _flush_skips(self) -> None:
+        """Journal the hand lines refused as known when first read (caller holds the lock, and
+        has read the journal)."""
+        if self._skips:
+            skips, self._skips = self._skips, []
+            self._journal(skips)
 
     # -- queue.txt changed by hand under the running crawl --------------------------------------------
     def _queue_edit(self, st: os.stat_result | None | bool = True,
@@ -888,15 +941,19 @@ class FileStore:
             self._sync()
             new, over = [], []
             cap, admitted = self.max_per_host, self._admitted
+            # The shared table takes the URLs in once their lines are written (``_read_queue``),
+            # never before: a kill in between must not leave it knowing a URL no file holds.
+            batch: set[str] = set()
+            mark = batch.add if self._shared else self.seen.add
             for e in entries:
-                if e.url in self.seen:
+                if e.url in self.seen or e.url in batch:
                     continue
                 h = host_key(e.url)
                 if cap is not None and admitted.get(h, 0) >= cap:
                     if self._over_budget.add(e.url):   # logged once, not on every page linking it
                         over.append(rejected_line(e.url, "host budget", e.source))
                     continue
-                self.seen.add(e.url)
+                mark(e.url)
                 if cap is not None:
                     admitted[h] = admitted.get(h, 0) + 1
                 new.append(e)
@@ -932,8 +989,8 @@ class FileStore:
     def _admit_and_claim(self, entry: QueueEntry, now: float, delay: float) -> Claim | None:
         with self.lock:
             self._sync()
-            if not self.seen.add(entry.url):
-                return None
+            if (entry.url in self.seen) if self._shared else not self.seen.add(entry.url):
+                return None   # (the shared table takes it in when its line is read back)
             line = entry.line()
             off, end = self._queue.append(line)
             self._read_queue(size=end)
@@ -1251,12 +1308,71 @@ class FileStore:
 
     def drop_seen(self) -> None:
         """Free the dedup table in a process that will only watch (the parent after forking)."""
+        # The shared table stays mapped (untouched, it costs nothing): the fold dumps it into the
+        # carried view instead of loading the view's own (``_carry_view``).
+        self._kept = self.seen if self._shared else None
         self.seen = SeenSet()
-        self._track_seen = False
+        self._track_seen = self._shared = False
         self._frontier = Frontier(self.order.lifo)
         self._rechecks = Frontier(self.order.lifo)
         self._delayed = []
         _give_back_memory()
+
+    # -- the shared dedup table (seen.py ``SharedSeen``) --------------------------------------------
+    def _share(self, seen: SeenSet) -> None:
+        """Put this process's table in seen.bin, mapped, in place of its own (at open: before the
+        workers are forked, so they map the same pages; lock held, every line read)."""
+        table, count = seen.state()
+        q = self._queue
+        try:
+            self.seen = SharedSeen.create(self.folder / SEEN, table, count, q.ino or 0, q.pos)
+        except (OSError, TableGone) as e:   # a full disk, a file system without mmap: one per process, as before
+            self.warn(f"{self.folder / SEEN}: {getattr(e, 'strerror', None) or e}; each worker keeps its own dedup table")
+            return
+        self._shared, self._hot_of = True, None
+
+    def _table_from_view(self, v: views.View) -> bool:
+        """The shared table straight from the saved view's (copied file to file, in the kernel:
+        never a private copy in this process, whose workers would share it anyway)."""
+        try:
+            with open(self.folder / VIEW, "rb") as f:
+                self.seen = SharedSeen.create(self.folder / SEEN, None, int(v.meta["seen"]), 0, 0,
+                                              slots=int(v.meta["table"]), copy_from=(f.fileno(), v.table_at))
+        except (OSError, TableGone, ValueError, KeyError, TypeError):
+            return False
+        self._shared, self._hot_of = True, None
+        return True
+
+    def _rebuild_seen(self) -> None:
+        """The shared table cannot be trusted (a process was killed while changing it, or its
+        file was cut): write it anew from the files (lock held, before the sync). What it holds:
+        the URLs of crawled.txt, failed.txt and queue.txt up to where the old table said every
+        line was in (the rest is read by the sync, as new lines), less pasted lines not judged yet."""
+        old = self.seen
+        assert isinstance(old, SharedSeen)
+        qino, upto, count = old.covers()   # what the old header says it covered
+        seen = SeenSet(stable=True, capacity=max(1024, count))
+        for name in (CRAWLED, FAILED):
+            for f in data_fields(self.folder / name):
+                seen.add(f[0].strip())
+        path = self.folder / QUEUE
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            stop = upto if st.st_ino == qino else st.st_size
+            p = self._paste if self._queue.ino == st.st_ino else None   # our unjudged stretch
+            for off, line in _lines_of(f.fileno(), 0):
+                if off >= stop:
+                    break
+                if (p is not None and p[0] <= off < p[1]) or not is_data(line):
+                    continue
+                fields = line.rstrip("\n").split("\t", 4)
+                url = fields[0].strip()
+                seen.add(url if len(fields) == 5 else _normal(url))
+        try:
+            self.seen = SharedSeen.create(self.folder / SEEN, seen.state()[0], len(seen), st.st_ino, stop)
+        except (OSError, TableGone):
+            self.seen, self._shared = seen, False   # ours alone from now on (the others rebuild theirs)
+        self._hot_of = None
 
     # -- the saved view (spider/frontier/view.py) ---------------------------------------------------------------
     def _view_key(self) -> list[Any]:
@@ -1272,7 +1388,7 @@ class FileStore:
         (or, with ``paste_from``, queue.txt up to that byte: lines were pasted after it)."""
         if not self._track_seen or self.only:
             return False
-        v = views.load(self.folder / VIEW)
+        v = views.load(self.folder / VIEW, table=not self._want_shared)   # (shared: copied, below)
         files = self._view_files()
         if v is not None and paste_from is not None:
             saved, now = v.meta.get("files", {}).get(QUEUE), files[QUEUE]
@@ -1281,7 +1397,11 @@ class FileStore:
             files[QUEUE] = saved   # the rest of the file was checked by its CRC (recovery.pasted_from)
         if v is None or v.meta.get("key") != self._view_key() or v.meta.get("files") != files:
             return False
+        if v.table is None and not self._table_from_view(v):
+            return False
         if not self._adopt(v):
+            if v.table is None:
+                self.seen, self._shared = SeenSet(stable=True), False
             return False
         if paste_from is not None:
             self._begin_paste(paste_from)
@@ -1348,6 +1468,7 @@ class FileStore:
         ascii_ = data.isascii()   # (then no byte can be undecodable: one decode for the stretch)
         texts = data.decode("ascii").split("\n")[:-1] if ascii_ else lines
         seen, cap, admitted, admit = self.seen, self.max_per_host, self._admitted, self.admit
+        fresh: set[int] = set()   # shared table: taken in once the lines are written, below
         # A line of the stretch taken already (claimed or judged by a process that read the paste
         # as ordinary lines: a rebuild after a hand edit) is skipped; nothing to look up otherwise.
         live = self._live if self._taken_in(start, start + len(data)) else None
@@ -1375,7 +1496,7 @@ class FileStore:
                     self.warn(f"{QUEUE}:{no - 1}: not a crawlable URL ({err}), moved to rejected.txt: {line[:200]!r}")
                 continue
             fp = seen.fingerprint(url)
-            if kind != "recheck" and seen.has(fp):
+            if kind != "recheck" and (seen.has(fp) or fp in fresh):
                 continue   # known: dropped, as recovery drops it
             reason = admit(url, depth) if admit is not None else None
             if cap is not None:
@@ -1385,7 +1506,9 @@ class FileStore:
             if reason:
                 rejected.append(rejected_line(url, reason, source))
                 continue
-            if seen.add_fingerprint(fp) and cap is not None:
+            if self._shared:
+                fresh.add(fp)
+            elif seen.add_fingerprint(fp) and cap is not None:
                 admitted[h] = admitted.get(h, 0) + 1
             entries.append((url, qline))
         if rejected:
@@ -1407,6 +1530,13 @@ class FileStore:
                     self._index(at, qline[:-1].split("\t", 4), url)
                     at += len(qline.encode("utf-8"))
                 q.pos = at
+            if self._shared:   # the lines are written: now the table may know them
+                table = self.seen
+                upto = table.upto(q.ino)   # type: ignore[union-attr]
+                table.begin()   # type: ignore[union-attr]
+                for fp in fresh:
+                    table.add_fingerprint(fp)
+                table.covered(q.ino, max(upto, q.pos))   # type: ignore[union-attr, arg-type]
         self._journal([f"S\t{start}\t{off}\t{counted}\n"])
 
     def _taken_in(self, start: int, stop: int) -> bool:
@@ -1436,16 +1566,20 @@ class FileStore:
             self._install(v)
         except (ValueError, KeyError, TypeError, IndexError):
             self._reset_view()
-            self.seen, self._base, self._admitted = SeenSet(stable=True), Counts(), {}
+            self._base, self._admitted = Counts(), {}
+            if not self._shared:   # (the shared table knows every URL already)
+                self.seen = SeenSet(stable=True)
             self._queue.pos = 0
             return False
         self._view_ino = self._queue.ino
+        if self._shared:   # a folded queue.txt: every line of it is known (its pasted rest left out)
+            self.seen.covered(self._queue.ino, self._queue.pos)   # type: ignore[union-attr, arg-type]
         return True
 
     def _install(self, v: views.View) -> None:
         """Take a view's state as ours (offsets as in the queue.txt it describes)."""
         m = v.meta
-        seen = SeenSet.from_table(v.table, int(m["seen"]))
+        seen = self.seen if self._shared else SeenSet.from_table(v.table, int(m["seen"]))   # type: ignore[arg-type]
         split = len(v.buckets) - int(m["rechecks"])   # the recheck index's buckets come last
         if not 0 <= split <= len(v.buckets):
             raise ValueError("bad bucket count")
@@ -1501,7 +1635,7 @@ class FileStore:
                 return True
         return bool(self._guard(go))
 
-    def _save_carried(self, carried: tuple[dict[str, Any], SeenSet, list] | None) -> views.View | None:
+    def _save_carried(self, carried: tuple[dict[str, Any], SeenSet | SharedSeen, list] | None) -> views.View | None:
         """Write the carried view for the folded files (or remove a view that no longer applies)."""
         path = self.folder / VIEW
         files = self._view_files()
@@ -1520,17 +1654,27 @@ class FileStore:
             path.unlink()
         return None
 
-    def _carry_view(self, moves: views.Moves) -> tuple[dict[str, Any], SeenSet, list] | None:
+    def _carry_view(self, moves: views.Moves) -> tuple[dict[str, Any], SeenSet | SharedSeen, list] | None:
         """At the fold (lock held, synced, nothing in flight): the view of the folded queue.txt,
         from the one saved or loaded for the old file at start-up plus the lines this run
         appended, with the claimed lines dropped and the rest moved (``views.translate``).
         None when there is no such view or anything does not add up."""
         if self._view_ino is None or self._view_ino != self._queue.ino or self.only:
             return None
-        v = views.load(self.folder / VIEW)
+        table = self.seen if self._shared else self._kept
+        if isinstance(table, SharedSeen):   # it holds what the carried view's table would: no need to read that
+            try:
+                table.follow()
+                if table.upto(self._queue.ino) < self._queue.pos:
+                    table = None   # lines nobody took in (a blank tail?): the view's own, as without it
+            except (TableGone, OSError):
+                table = None
+        v = views.load(self.folder / VIEW, table=table is None)
         if v is None or v.meta.get("key") != self._view_key():
             return None
         carried = FileStore(self.folder, max_per_host=self.max_per_host, order=self.order)
+        if table is not None:
+            carried.seen, carried._shared = table, True
         try:
             if v.meta["files"][QUEUE][0] != self._queue.ino:
                 return None

@@ -11,13 +11,21 @@ later run (the store's frontier view, ``spider/frontier/view.py``) is made with 
 BLAKE2b, the same in every process, at ~0.4 µs more per lookup. Two URLs sharing a 64-bit
 fingerprint is a ~1e-8 event at a million URLs; the cost would be one URL wrongly treated as
 already seen.
+
+A crawl's workers share one table instead of holding one each (``SharedSeen``, below): the same
+layout in a file every process maps (seen.bin), so its pages are in memory once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import mmap
+import os
 from array import array
 from hashlib import blake2b
-from typing import Callable, Iterable
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
 
 _EMPTY = 0
 
@@ -118,3 +126,226 @@ class SeenSet:
         s = cls(stable=True)
         s._table, s._mask, s._count = table, size - 1, count
         return s
+
+
+# -- one table shared by every process of a crawl ------------------------------------------------------
+
+HEADER = 4096   # bytes before the table: a page, so the slots stay aligned
+MAGIC = b"spdseen1"
+# The header after the magic, int64 each: this file's generation; set once a newer file replaced
+# it at the path (every process then maps that one); slots; members; set while a process changes
+# the table (a holder killed in the middle leaves it set: the table is rebuilt); the inode of the
+# queue.txt it covers and the byte up to which every line of that file was taken in.
+_GEN, _SUPERSEDED, _SLOTS, _COUNT, _DIRTY, _QUEUE_INO, _UPTO = range(1, 8)
+
+
+class TableGone(Exception):
+    """The shared table cannot be trusted (a holder was killed while changing it, or the file
+    was cut or replaced by something else): rebuild it from the files."""
+
+
+class SharedSeen(SeenSet):
+    """A ``SeenSet`` (stable fingerprints, the same layout and probing) in one memory-mapped file that every
+    process of a crawl maps: the pages are in memory once, however many workers there are.
+
+    Derived state, like frontier.view: written at each start from what the store read, changed
+    only under the store's lock, never trusted across runs. The store takes a line in once, in the
+    first process that reads it (``upto``), and writes the queue line before it puts its
+    fingerprint here, so the table never knows a URL the files do not. A process killed while
+    changing it leaves ``dirty`` set; the next one to take the lock rebuilds it (``FileStore``).
+    Grown (or rebuilt) by writing a bigger file and replacing it at the path; the old file is then
+    marked superseded, and every process maps the new one when it next takes the lock (``follow``).
+    """
+
+    stable = True
+    _fp = staticmethod(stable_fingerprint)
+
+    def __init__(self, path: Path, fd: int) -> None:   # noqa: super().__init__ would allocate a table
+        self.path = path
+        self._fd: int | None = None
+        self._map(fd)
+
+    @property   # type: ignore[override]
+    def _count(self) -> int:   # the members, in the file's header: every process sees one count
+        return self._h[_COUNT]
+
+    @_count.setter
+    def _count(self, n: int) -> None:
+        self._h[_COUNT] = n
+
+    def _map(self, fd: int) -> None:
+        """Map the file of ``fd`` (checked: magic, size) as ours; the descriptor becomes ours."""
+        try:
+            st = os.fstat(fd)
+            head = os.pread(fd, 64, 0)
+            if st.st_size < HEADER or len(head) < 64 or head[:8] != MAGIC:
+                raise TableGone("not a table file")
+            slots = int.from_bytes(head[8 * _SLOTS:8 * _SLOTS + 8], "little", signed=True)
+            if slots < 1024 or slots & (slots - 1) or st.st_size != HEADER + 8 * slots:
+                raise TableGone("table file of the wrong size")
+            mm = mmap.mmap(fd, st.st_size)
+        except (OSError, ValueError, TableGone):
+            os.close(fd)
+            raise TableGone(f"{self.path}: not a whole table file") from None
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._size, self._mm = fd, st.st_size, mm
+        self._h = memoryview(mm)[:64].cast("q")
+        self._table = memoryview(mm)[HEADER:].cast("q")
+        self._mask = slots - 1
+
+    @classmethod
+    def create(cls, path: Path, table: Sequence[int] | None, count: int, queue_ino: int, upto: int,
+               slots: int = 0, copy_from: tuple[int, int] | None = None) -> "SharedSeen":
+        """Write a new table file (``table``'s slots, or ``slots`` empty ones and marked dirty until
+        the caller fills them, or ``slots`` copied from ``copy_from``: (descriptor, offset), in the
+        kernel) and put it at ``path``, superseding the file there; returns it mapped."""
+        path = Path(path)
+        slots = len(table) if table is not None else slots
+        old = _open_table(path)
+        gen = 1
+        if old is not None:
+            gen += int.from_bytes(os.pread(old, 8, 8 * _GEN), "little", signed=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            size = HEADER + 8 * slots
+            os.ftruncate(fd, size)
+            _allocate(fd, size)
+            head = array("q", [0] * 8)
+            head[_GEN], head[_SLOTS], head[_COUNT], head[_QUEUE_INO], head[_UPTO] = gen, slots, count, queue_ino, upto
+            head[_DIRTY] = table is None and copy_from is None
+            _pwrite_all(fd, MAGIC + head[1:].tobytes(), 0)
+            if table is not None:
+                _pwrite_all(fd, memoryview(table).cast("B"), HEADER)
+            elif copy_from is not None:
+                _copy_all(copy_from[0], copy_from[1], fd, HEADER, 8 * slots)
+            os.replace(tmp, path)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if old is not None:
+                os.close(old)
+            raise
+        if old is not None:   # every process that maps it moves to the new one at its next lock
+            with contextlib.suppress(OSError):
+                os.pwrite(old, (1).to_bytes(8, "little"), 8 * _SUPERSEDED)
+            os.close(old)
+        return cls(path, fd)
+
+    def follow(self) -> None:
+        """At each lock: map the file that replaced ours, if one did; TableGone if the table
+        cannot be trusted (a holder killed while changing it, the file cut)."""
+        for _ in range(5):
+            if os.fstat(self._fd).st_size < self._size:   # (before any look at the mapping)
+                raise TableGone("the table file was cut")
+            if self._h[_SUPERSEDED]:
+                fd = _open_table(self.path)
+                if fd is None:
+                    raise TableGone("the table file is gone")
+                self._map(fd)
+                continue
+            if self._h[_DIRTY]:
+                raise TableGone("a process was killed while changing the table")
+            return
+        raise TableGone("the table file keeps being replaced")
+
+    def covers(self) -> tuple[int | None, int, int]:
+        """(queue.txt inode, byte, members) as the file's header says, read without touching the
+        mapping (a file cut under it would fault); (None, 0, 0) when there is no header."""
+        try:
+            head = os.pread(self._fd, 64, 0)
+        except OSError:
+            head = b""
+        if len(head) < 64 or head[:8] != MAGIC:
+            return None, 0, 0
+        field = lambda k: int.from_bytes(head[8 * k:8 * k + 8], "little", signed=True)   # noqa: E731
+        return field(_QUEUE_INO), field(_UPTO), field(_COUNT)
+
+    @property
+    def generation(self) -> int:
+        return self._h[_GEN]
+
+    def upto(self, queue_ino: int | None) -> int:
+        """The byte of the queue.txt of that inode up to which every line was taken in (0: none)."""
+        return self._h[_UPTO] if queue_ino is not None and self._h[_QUEUE_INO] == queue_ino else 0
+
+    def begin(self) -> None:
+        """About to change the table (caller holds the store's lock)."""
+        self._h[_DIRTY] = 1
+
+    def covered(self, queue_ino: int, upto: int) -> None:
+        """Done changing it: every line of that queue.txt up to ``upto`` is in."""
+        h = self._h
+        h[_QUEUE_INO], h[_UPTO], h[_DIRTY] = queue_ino, upto, 0
+
+    def _grow(self) -> None:
+        """A file twice the size, filled from this one, in place of it (the lock is held)."""
+        h = self._h
+        new = SharedSeen.create(self.path, None, self._count, h[_QUEUE_INO], h[_UPTO], slots=(self._mask + 1) * 2)
+        table, mask = new._table, new._mask
+        for v in self._table:
+            if v:
+                i = v & mask
+                while table[i]:
+                    i = (i + 1) & mask
+                table[i] = v
+        new._h[_DIRTY] = h[_DIRTY]   # still in the middle of the change that made it grow
+        os.close(self._fd)
+        self._fd, self._size, self._mm, self._h, self._table, self._mask = \
+            new._fd, new._size, new._mm, new._h, new._table, new._mask
+        new._fd = None
+
+    def state(self) -> tuple[memoryview, int]:   # type: ignore[override]
+        """The table (mapped, not copied) and member count, to be written as they are."""
+        return self._table, self._count
+
+
+def _open_table(path: Path) -> int | None:
+    """A descriptor of the table file at ``path`` if it is one of ours (its magic), else None."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    if os.pread(fd, 8, 0) != MAGIC:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give the file its disk blocks now: a full disk is then an OSError here, not a SIGBUS when
+    a process writes to a page of the mapping. A file system that cannot allocate ahead is
+    used as it is."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except AttributeError:
+        pass
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+
+
+def _copy_all(src: int, at: int, dst: int, to: int, count: int) -> None:
+    """``count`` bytes of ``src`` from ``at`` to ``dst`` at ``to``: in the kernel where it can."""
+    end = at + count
+    with contextlib.suppress(AttributeError, OSError):
+        while at < end:
+            n = os.copy_file_range(src, dst, end - at, at, to)
+            if n <= 0:
+                break
+            at, to = at + n, to + n
+    while at < end:
+        data = os.pread(src, min(end - at, 1 << 24), at)
+        if not data:
+            raise OSError(f"the table to copy ends {end - at} bytes early")
+        _pwrite_all(dst, data, to)
+        at, to = at + len(data), to + len(data)
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view[:1 << 26], offset)
+        view, offset = view[n:], offset + n

@@ -63,30 +63,40 @@ class View:
     ``(host, score, offsets)`` in the order they were written."""
 
     meta: dict[str, Any]
-    table: array
+    table: Any   # an array('q'), a mapped table (seen.py ``SharedSeen.state``), or None: not loaded
     buckets: list[tuple[str, int, array]]
+    table_at: int = 0   # where the table begins in the file (to copy it from there, not loaded)
 
 
-def dump(f: IO[bytes], meta: dict[str, Any], table: array,
+def dump(f: IO[bytes], meta: dict[str, Any], table: Any,
          buckets: Sequence[tuple[str, int, array]]) -> None:
-    """Write a view to an open binary file (the caller makes the write atomic)."""
+    """Write a view to an open binary file (the caller makes the write atomic). ``table``: an
+    array('q') or a mapped one (a memoryview of int64), written as it is."""
     meta = dict(meta, table=len(table), buckets=[[h, s, a.typecode, len(a)] for h, s, a in buckets])
     f.write(MAGIC)
     f.write(json.dumps(meta, separators=(",", ":")).encode("utf-8") + b"\n")
-    table.tofile(f)
+    f.write(memoryview(table).cast("B"))
     for _, _, items in buckets:
         items.tofile(f)
 
 
-def load(path: Path) -> View | None:
-    """The view saved at ``path``, or None when there is none or it is not whole."""
+def load(path: Path, table: bool = True) -> View | None:
+    """The view saved at ``path``, or None when there is none or it is not whole. ``table=False``:
+    its dedup table is skipped, not read (``View.table`` None: the crawl's shared table has it)."""
     try:
         with open(path, "rb") as f:
             if f.readline() != MAGIC:
                 return None
             meta = json.loads(f.readline())
-            table = array("q")
-            table.fromfile(f, int(meta["table"]))
+            slots, table_at = int(meta["table"]), f.tell()
+            if table:
+                fps: array | None = array("q")
+                fps.fromfile(f, slots)   # type: ignore[union-attr]
+            else:
+                fps = None
+                f.seek(8 * slots, os.SEEK_CUR)
+                if os.fstat(f.fileno()).st_size < f.tell():
+                    return None
             buckets = []
             for host, score, typecode, n in meta.pop("buckets"):
                 items = array(typecode)
@@ -96,7 +106,7 @@ def load(path: Path) -> View | None:
                 return None
     except (OSError, ValueError, KeyError, TypeError, EOFError):
         return None
-    return View(meta, table, buckets)
+    return View(meta, fps, buckets, table_at)
 
 
 @dataclass(frozen=True)
