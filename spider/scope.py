@@ -166,13 +166,10 @@ class _PlainTest:
         self.params = limit(rules.query_params)         # query parameters: at most the "&"s + 1
         self.off = rules.repeated_segments is not None and rules.repeated_segments < 2
         self.dated = rules.calendar is not None or rules.calendar_past is not None
-        # In the query, lowercased: a presentation key (the rule lowercases the keys: a name that
-        # is not in lowercase matches none), or "year=" for the calendar rule.
-        looks = [re.escape(n) for n in sorted(rules.presentation_params or ()) if n == n.lower()]
-        keys = rf"(?:^|&)(?:{'|'.join(looks)})(?:[=&]|\Z)" if looks else ""
-        if self.dated:
-            keys = f"{keys}|year=" if keys else "year="
-        self.keys = re.compile(keys) if keys else None
+        # In the query, lowercased, after an "&" put before it: a presentation key (the rule
+        # lowercases the keys, so a name that is not in lowercase matches none).
+        names = [re.escape(n) for n in sorted(rules.presentation_params or ()) if n == n.lower()]
+        self.keys = re.compile(rf"&(?:{'|'.join(names)})(?:[=&]|\Z)") if names else None
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
@@ -186,9 +183,12 @@ class _PlainTest:
             if len(set(parts)) < len(parts):
                 return False
         query = url.partition("?")[2]
-        if query and (query.count("&") >= self.params or
-                      (self.keys is not None and self.keys.search(query.lower()) is not None)):
-            return False
+        if query:
+            if query.count("&") >= self.params:
+                return False
+            query = "&" + query.lower()
+            if (self.keys is not None and self.keys.search(query)) or (self.dated and "year=" in query):
+                return False
         return not self.dated or self.DATE.search(url) is None
 
 

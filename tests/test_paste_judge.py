@@ -124,3 +124,14 @@ def test_bad_lines_keep_their_numbers_among_plain_ones() -> None:
     assert [r.split("\t")[1].split(":")[:2] for r in got.rejected] == [["queue.txt", "51"], ["queue.txt", "541"],
                                                                        ["queue.txt", "1040"]]
     assert len(got.urls) == 997 and got.lines[0] == "http://paste.test/p/0.html\t0\t0\t0\t-\n"
+
+
+def test_a_table_reserved_for_a_paste_keeps_its_members_and_takes_the_paste_without_growing() -> None:
+    seen = SeenSet((f"http://a.test/{k}" for k in range(3000)), stable=True)
+    seen.reserve(len(seen) + 20_000)
+    size = seen.nbytes()
+    assert all(f"http://a.test/{k}" in seen for k in range(3000)) and len(seen) == 3000
+    assert sum(seen.add(f"http://b.test/{k}") for k in range(20_000)) == 20_000
+    assert seen.nbytes() == size and len(seen) == 23_000 and "http://b.test/7" in seen
+    seen.reserve(10)   # (never shrinks)
+    assert seen.nbytes() == size

@@ -1342,9 +1342,10 @@ class FileStore:
             data += chunk
             if data.count(b"\n") >= limit:
                 break
-        lines = data.split(b"\n")[:-1][:limit]
-        data = b"".join(raw + b"\n" for raw in lines)
+        data = data[:len(data) - len(data.split(b"\n", limit)[-1])]   # its first ``limit`` lines
         counted = _data_lines(data)   # as _begin_paste counted them
+        if not self._indexing:   # the parent, judging all of it: room in its table for all at once
+            self.seen.reserve(len(self.seen) + p[3])
         # A line of the stretch taken already (claimed or judged by a process that read the paste
         # as ordinary lines: a rebuild after a hand edit) is skipped; nothing to look up otherwise.
         live = self._live if self._taken_in(start, start + len(data)) else None

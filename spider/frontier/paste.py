@@ -27,6 +27,7 @@ import re
 import time
 import zlib
 from dataclasses import replace
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ..records import QueueEntry, is_data, parse_queue_line, rejected_line
@@ -168,16 +169,21 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
         if cap is not None:   # (a host's budget counts only URLs new to the table: looked up first)
             for url in run:
                 take(url, "-", "-", 0, url + _BARE)
-        else:
-            for url in run:
-                fp = fingerprint(url)
-                reason = admit(url, 0) if admit is not None else None
-                if reason is None:   # (most lines: a URL admitted is known if adding it says so)
-                    if add(fp):
-                        urls.append(url)
-                        lines.append(url + _BARE)
-                elif not has(fp):   # a known URL is dropped, not rejected
-                    rejected.append(rejected_line(url, reason))
+        else:   # most lines: the whole run at once, one call a line for each step (map: no loop in Python)
+            fps = list(map(fingerprint, run))
+            reasons = list(map(admit, run, repeat(0, len(run)))) if admit is not None else None
+            if reasons is None or not any(reasons):   # all admitted: new unless adding says known
+                new = list(compress(run, map(add, fps)))
+                urls += new
+                lines += [url + _BARE for url in new]
+            else:
+                for url, fp, reason in zip(run, fps, reasons):
+                    if reason is None:
+                        if add(fp):
+                            urls.append(url)
+                            lines.append(url + _BARE)
+                    elif not has(fp):   # a known URL is dropped, not rejected
+                        rejected.append(rejected_line(url, reason))
         if at == len(text):
             break
         pos = text.find("\n", at) + 1

@@ -87,9 +87,18 @@ class SeenSet:
                 return True
             i = (i + 1) & mask
 
-    def _grow(self) -> None:
+    def reserve(self, count: int) -> None:
+        """Room for ``count`` members at once (a paste of a million lines: one copy of the table
+        now, not one per doubling while it is judged)."""
+        size = self._mask + 1
+        while count * 4 > size * 3:
+            size *= 2
+        if size > self._mask + 1:
+            self._grow(size)
+
+    def _grow(self, size: int = 0) -> None:
         old = self._table
-        size = (self._mask + 1) * 2
+        size = size or (self._mask + 1) * 2
         table = array("q", bytes(8 * size))
         mask = size - 1
         for h in old:
