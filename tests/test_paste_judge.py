@@ -135,3 +135,9 @@ def test_a_table_reserved_for_a_paste_keeps_its_members_and_takes_the_paste_with
     assert seen.nbytes() == size and len(seen) == 23_000 and "http://b.test/7" in seen
     seen.reserve(10)   # (never shrinks)
     assert seen.nbytes() == size
+
+
+def test_fingerprints_in_one_call_are_those_of_one_key_at_a_time() -> None:
+    keys = ["http://a.test/", "http://a.test/\u00e9", "x\udcff", ""] + [f"http://b.test/{k}" for k in range(100)]
+    for seen in (SeenSet(stable=True), SeenSet()):
+        assert seen.fingerprints(keys) == [seen.fingerprint(k) for k in keys]

@@ -170,7 +170,7 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
             for url in run:
                 take(url, "-", "-", 0, url + _BARE)
         else:   # most lines: the whole run at once, one call a line for each step (map: no loop in Python)
-            fps = list(map(fingerprint, run))
+            fps = seen.fingerprints(run)
             reasons = list(map(admit, run, repeat(0, len(run)))) if admit is not None else None
             if reasons is None or not any(reasons):   # all admitted: new unless adding says known
                 new = list(compress(run, map(add, fps)))

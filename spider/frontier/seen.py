@@ -55,6 +55,14 @@ class SeenSet:
         """What ``has`` and ``add_fingerprint`` take: work out once, test and insert with it."""
         return self._fp(key) or 1
 
+    def fingerprints(self, keys: list[str]) -> list[int]:
+        """``fingerprint`` of each key, in one call (a pasted stretch: a thousand at once)."""
+        if self._fp is stable_fingerprint:   # (stable_fingerprint inline: no call a key)
+            return [int.from_bytes(blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                                   "little", signed=True) or 1 for k in keys]
+        fp = self._fp
+        return [fp(k) or 1 for k in keys]
+
     def has(self, h: int) -> bool:
         """Is the key of fingerprint ``h`` a member?"""
         table, mask = self._table, self._mask
