@@ -173,14 +173,17 @@ class _PlainTest:
         """True: no trap rule refuses ``url``; False: the rules must say."""
         if len(url) > self.length or self.off or not url.isascii():
             return False
+        rest = url.find("://")   # (the rules read what follows it)
+        if rest < 0:
+            return False
+        q = url.find("?", rest)
         slashes = url.count("/") - 2
         if slashes > self.segments:
             return False
         if slashes >= self.repeats:
-            parts = url.partition("?")[0].split("/")
+            parts = (url[rest:q] if q >= 0 else url[rest:]).split("/")
             if len(set(parts)) < len(parts):
                 return False
-        q = url.find("?")
         if q >= 0:
             if url.count("&", q) >= self.params:
                 return False

@@ -47,11 +47,13 @@ URLS = st.builds(
     st.one_of(st.none(), st.lists(_PARAMS, max_size=6)),
     st.sampled_from(["", "x" * 50, "y" * 2100, "z" * (MAX_URL_LENGTH + 1)]),
 )
+ODD = st.builds(lambda head, url, cut: head + (url.partition("://")[2] if cut else url),   # not what Admission
+                st.sampled_from(["a/b/c/d/", "x?view=1", "?", "a?b"]), URLS, st.booleans())  # is given, but still
 PROPERTY = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY
-@given(URLS, st.sampled_from(RULES))
+@given(st.one_of(URLS, ODD), st.sampled_from(RULES))
 def test_a_url_the_plain_test_clears_is_refused_by_no_trap_rule(url: str, rules: TrapRules) -> None:
     if _PlainTest(rules).clear(url):
         assert rules.check(url, TODAY) is None, url
@@ -110,3 +112,10 @@ def test_at_each_limit_the_plain_test_clears_and_one_over_it_asks_the_rules() ->
         assert rules.check(url, TODAY) is None and plain.clear(url), url
     for url in over:
         assert rules.check(url, TODAY) is not None and not plain.clear(url), url
+
+
+def test_the_plain_test_reads_the_query_where_the_rules_do() -> None:
+    # The rules read what follows the first "://"; a "?" before it starts no query.
+    url = "a?b" + "http://a.test/p?view=1"
+    assert TrapRules().check(url, TODAY) == "presentation-params"
+    assert not _PlainTest(TrapRules()).clear(url)
