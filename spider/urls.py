@@ -467,7 +467,7 @@ def normal_lines(text: str) -> list[int]:
     """Where the lines of ``text`` that may not be in normal form begin, in order.
 
     ``text`` is whole lines, each ending in "\\n". Every other line, without its "\\n", is its
-    own :func:`normalize` (it has the shape :func:`_is_normal` vouches for: test_urls checks
+    own :func:`normalize` (it has the shape :func:`_is_normal` vouches for: test_urls_lines checks
     both against the full rules); a line listed here may be normal too, or no URL at all.
     """
     starts = []
