@@ -2,7 +2,7 @@
 """Frontier scaling and memory of spider: does a huge queue.txt slow the crawl or blow up memory?
 
     bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
-    python bench/frontier.py --intake 1000000 [--repeat 3]   # a paste's intake alone, in one process
+    python bench/frontier.py --intake 1000000 [--repeat 3] [--against DIR]   # a paste's intake alone
     python bench/frontier.py --memory 1000,1000000 --workers-list 1,2,4 [--compare-dir OLD] [--m 300]
 
 ``--memory N,...``: memory of a clean resume against the number of workers. For each N, a project
@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -336,42 +337,92 @@ def _stopped_with_paste(folder: Path, lines: int) -> int:
     return start
 
 
-def intake_once(folder: Path, lines: int) -> Dict[str, float]:
-    """One round: the lazy path (open, first claim, then judging until every pasted line is done) and
-    the start-up check of the same paste (recovery, what a start did before), in this process."""
+SHAPES = ("parent", "worker")
+
+
+def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[str, float]:
+    """One round in this process, with the crawler of ``measure.SPIDER_DIR``: the paste taken in by
+    the crawl's parent ("parent": no selection index, as ``Crawl._pause`` judges it while the
+    workers crawl) and by one process that claims ("worker": it indexes what it admits, as a
+    worker's claim step does), both with the admission rules of a crawl of the paste's host; optionally the start-up check of
+    the same paste (recovery, what a start did before the paste was judged lazily)."""
+    from spider.config import CrawlConfig
     from spider.frontier.files import FileStore
-    from spider.frontier.recovery import recover
-    start = _stopped_with_paste(folder, lines)
-    t0 = time.perf_counter()
-    store = FileStore(folder).open(paste_from=start)
-    t1 = time.perf_counter()
-    first = store.claim(1, time.time(), lambda h: 0.0)
-    t2 = time.perf_counter()
-    assert first.claims and store.paste_left() > 0
-    while store.judge_paste():   # as the crawl's parent does, between its looks at the workers
-        pass
-    t3 = time.perf_counter()
-    _stopped_with_paste(folder, lines)
-    t4 = time.perf_counter()
-    recover(folder, lambda url, depth: None)
-    FileStore(folder).open()
-    t5 = time.perf_counter()
-    return {"open": t1 - t0, "first claim": t2 - t0, "judged all": t3 - t0, "recover+open": t5 - t4}
+    from spider.scope import Admission
+    config = CrawlConfig(seeds=("http://paste.test/",))
+    admission, seeds = Admission(config), set(config.seeds)
+
+    def admit(url: str, depth: int) -> Optional[str]:   # as spider/crawl.py gives it to the store
+        return None if url in seeds else admission.check(url, depth)
+
+    out: Dict[str, float] = {}
+    for shape in SHAPES:
+        start = _stopped_with_paste(folder, lines)
+        t0, c0 = time.perf_counter(), time.process_time()
+        store = FileStore(folder).open(paste_from=start)
+        store.admit = admit
+        first = store.claim(1, time.time(), lambda h: 0.0)
+        t1 = time.perf_counter()
+        assert first.claims and store.paste_left() > 0
+        if shape == "parent":
+            store.drop_index()
+        c1 = time.process_time()
+        while store.judge_paste():
+            pass
+        t2, c2 = time.perf_counter(), time.process_time()
+        assert store.counts().pending == lines + 2, store.counts()   # (3 old URLs, one claimed)
+        out[f"{shape} first claim s"] = t1 - t0
+        out[f"{shape} judged all s"] = t2 - t0
+        out[f"{shape} CPU us/line"] = (c2 - c1) / lines * 1e6
+        out[f"{shape} CPU all s"] = c2 - c0
+    if startup_check:
+        from spider.frontier.recovery import recover
+        _stopped_with_paste(folder, lines)
+        t4 = time.perf_counter()
+        recover(folder, admit)
+        FileStore(folder).open()
+        out["start-up check s"] = time.perf_counter() - t4
+    return out
 
 
-def intake(lines: int, repeat: int) -> int:
-    """``--intake N``: how fast N pasted lines are taken in, median of ``repeat`` rounds."""
-    folder = RUN_DIR / "intake"
-    rounds = [intake_once(folder, lines) for _ in range(repeat)]
-    shutil.rmtree(folder, ignore_errors=True)
-    med = {k: median([r[k] for r in rounds]) for k in rounds[0]}
-    print(f"=== intake of {lines:,} pasted bare URLs, one process, no admission rules, median of {repeat} round(s)")
-    print(f"  lazy:    open {med['open']:.2f} s, first claim {med['first claim']:.3f} s after open began, "
-          f"all judged after {med['judged all']:.1f} s ({lines / med['judged all'] / 1e6:.2f} M lines/s)")
-    print(f"  before:  start-up recovery + open {med['recover+open']:.1f} s before the first claim "
-          f"({lines / med['recover+open'] / 1e6:.2f} M lines/s)")
-    print(f"  first claim: {med['first claim']:.3f} s against {med['recover+open']:.1f} s "
-          f"(target: within 1 s); intake {lines / med['judged all'] * 5 / 1e6:.2f} M lines per 5 s (target >= 1)")
+def _intake_round(tree: Path, lines: int, startup_check: bool) -> Dict[str, float]:
+    """One round in a fresh process with the crawler of ``tree`` (its figures as JSON)."""
+    cmd = [sys.executable, __file__, "--intake-round", str(lines), "--spider-dir", str(tree)]
+    if startup_check:
+        cmd.append("--startup-check")
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def intake(lines: int, repeat: int, against: Optional[Path], startup_check: bool) -> int:
+    """``--intake N``: how fast N pasted lines are taken in; medians of ``repeat`` rounds, each in
+    a fresh process, interleaved with the same rounds of the crawler in ``against`` if given (the
+    machine's load then weighs on both alike)."""
+    trees = {"this": measure.SPIDER_DIR}
+    if against is not None:
+        measure.precompile(against / "spider")
+        trees["against"] = against
+    rounds: Dict[str, List[Dict[str, float]]] = {name: [] for name in trees}
+    for r in range(repeat):
+        order = list(trees) if r % 2 == 0 else list(trees)[::-1]
+        for name in order:
+            rounds[name].append(_intake_round(trees[name], lines, startup_check))
+            print(f"  round {r + 1} {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in rounds[name][-1].items()),
+                  flush=True)
+    shutil.rmtree(RUN_DIR / "intake", ignore_errors=True)
+    print(f"=== intake of {lines:,} pasted bare URLs (new, in their normal form), one process, "
+          f"median of {repeat} round(s)")
+    for name, tree in trees.items():
+        med = {k: median([r[k] for r in rounds[name]]) for k in rounds[name][0]}
+        print(f"  {name} ({tree}):")
+        for shape in SHAPES:
+            judged = med[f"{shape} judged all s"]
+            print(f"    {shape:6s}  first claim {med[f'{shape} first claim s']:.3f} s after open began; "
+                  f"all judged after {judged:.2f} s: {lines / judged * 5 / 1e6:.2f} M lines per 5 s "
+                  f"(target >= 1); judging CPU {med[f'{shape} CPU us/line']:.2f} us/line "
+                  f"({5e6 / med[f'{shape} CPU us/line'] / 1e6:.2f} M lines per 5 CPU s)")
+        if "start-up check s" in med:
+            print(f"    before: start-up check (recovery) + open {med['start-up check s']:.1f} s before the first claim")
     return 0
 
 
@@ -519,15 +570,24 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--workers-list", default="1,2,4", help="worker counts for --memory (default 1,2,4)")
     ap.add_argument("--compare-dir", type=Path, default=None,
                     help="with --memory: also run the crawler in this folder (e.g. the old code) on each project")
+    ap.add_argument("--against", type=Path, default=None, metavar="DIR",
+                    help="with --intake: the same rounds, interleaved, with the crawler in DIR (e.g. a "
+                         "`git worktree` of main)")
+    ap.add_argument("--startup-check", action="store_true",
+                    help="with --intake: time the start-up check of the same paste as well (slow)")
+    ap.add_argument("--intake-round", type=int, default=0, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     measure.set_spider_dir(args.spider_dir)
-    if args.intake:
+    if args.intake_round:   # (one round of --intake, in a process of its own)
         sys.path.insert(0, str(measure.SPIDER_DIR))
-        return intake(args.intake, args.repeat)
+        print(json.dumps(intake_once(RUN_DIR / "intake", args.intake_round, args.startup_check)))
+        return 0
+    if args.intake:
+        return intake(args.intake, args.repeat, args.against and args.against.resolve(), args.startup_check)
     if args.memory:
         return memory_mode(args)
     extras = sorted(int(x.replace("_", "")) for x in args.extras.split(",") if x.strip())

@@ -306,3 +306,31 @@ def test_a_worker_forked_from_the_judging_parent_builds_its_index_and_claims(tmp
     parent.after_fork(2)   # what the forked replacement does first (crawl.py, _worker_main)
     got = claim_all(parent)
     assert sorted(got) == sorted(old + pasted + [f"{HOST}/typed/0"])
+
+
+def test_a_paste_judged_into_the_shared_table_is_claimed_once_and_known_to_every_process(tmp_path: Path) -> None:
+    """With one dedup table for the crawl (seen.bin), the judge holds a stretch's new URLs apart
+    until their lines are written, then the table learns them: a URL pasted twice, or already
+    known, is queued once, and every process knows every admitted URL without reading it."""
+    stopped_project(tmp_path, [f"{HOST}/old/0"])
+    lines = many(40_000)
+    lines[10_000] = f"{HOST}/old/0"       # known already: dropped
+    lines[20_000] = lines[5]              # pasted twice: queued once
+    lines[30_000] = "junk line"
+    paste(tmp_path, lines)
+    start = pasted_from(tmp_path, KEY)
+    parent = FileStore(tmp_path, owner=1, shared=True).open(paste_from=start)
+    parent.drop_index()
+    worker = FileStore(tmp_path, owner=2, shared=True).open(paste_from=start)
+    assert type(parent.seen).__name__ == "SharedSeen" and type(worker.seen).__name__ == "SharedSeen"
+    got = []
+    while parent.judge_paste():
+        for c in worker.claim(5, time.time(), no_delay).claims:
+            got.append(c.url)
+            worker.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
+    got += claim_all(worker)
+    expected = {u for u in lines if u.startswith("http")}
+    assert sorted(got) == sorted(expected)          # each once; the old URL was crawled before
+    worker.refresh()
+    assert all(u in worker.seen and u in parent.seen for u in expected)
+    assert [e.url for e in worker.add([QueueEntry(lines[7]), QueueEntry(f"{HOST}/new")])] == [f"{HOST}/new"]

@@ -233,6 +233,25 @@ class _File:
         self.fd, self.ino, self.pos = None, None, 0
 
 
+class _Staged:
+    """The shared dedup table as the paste judge sees it: its members, and apart from them the
+    stretch's new URLs, which the table may learn only once their lines are written (the table
+    never knows a URL that no file holds)."""
+
+    def __init__(self, table: SeenSet) -> None:
+        self.table, self.fresh = table, set()   # type: set[int]
+        self.fingerprint, self.fingerprints = table.fingerprint, table.fingerprints
+
+    def has(self, fp: int) -> bool:
+        return fp in self.fresh or self.table.has(fp)
+
+    def add_fingerprint(self, fp: int) -> bool:
+        if fp in self.fresh or self.table.has(fp):
+            return False
+        self.fresh.add(fp)
+        return True
+
+
 class FileStore:
     """The frontier of one project folder, shared by every worker through its files."""
 
@@ -1462,79 +1481,46 @@ class FileStore:
             data += chunk
             if data.count(b"\n") >= limit:
                 break
-        lines = data.split(b"\n")[:-1][:limit]
-        data = b"".join(raw + b"\n" for raw in lines)
+        data = data[:len(data) - len(data.split(b"\n", limit)[-1])]   # its first ``limit`` lines
         counted = _data_lines(data)   # as _begin_paste counted them
-        ascii_ = data.isascii()   # (then no byte can be undecodable: one decode for the stretch)
-        texts = data.decode("ascii").split("\n")[:-1] if ascii_ else lines
-        seen, cap, admitted, admit = self.seen, self.max_per_host, self._admitted, self.admit
-        fresh: set[int] = set()   # shared table: taken in once the lines are written, below
+        if not self._indexing:   # the parent, judging all of it: room in its table for all at once
+            self.seen.reserve(len(self.seen) + p[3])
         # A line of the stretch taken already (claimed or judged by a process that read the paste
         # as ordinary lines: a rebuild after a hand edit) is skipped; nothing to look up otherwise.
         live = self._live if self._taken_in(start, start + len(data)) else None
-        horizon = time.time() + FAR_AHEAD
-        entries: list[tuple[str, str]] = []   # (URL, its line in the crawler's shape)
-        rejected: list[str] = []
-        off, no = start, p[2]
-        for raw in texts:
-            here, no = off, no + 1
-            off += len(raw) + 1
-            line = raw.rstrip("\r") if ascii_ else raw.decode("utf-8", "surrogateescape").rstrip("\r")
-            if not is_data(line) or (live is not None and not live(here)):
-                continue
-            try:
-                if ascii_ and "\t" not in line:   # a bare URL (most pastes): no entry to build
-                    url, depth, kind, source = pastes.bare_url(line), 0, "-", "-"
-                    qline = f"{url}\t0\t0\t0\t-\n"
-                else:
-                    e = pastes.judge_line(line, True, horizon)
-                    url, depth, kind, source, qline = e.url, e.depth, e.kind, e.source, e.line()
-            except ValueError as err:
-                rejected.append(rejected_line(pastes.shown(line), f"{QUEUE}:{no - 1}: {err}"))
-                self._paste_warned += 1
-                if self._paste_warned <= PASTE_WARNINGS:
-                    self.warn(f"{QUEUE}:{no - 1}: not a crawlable URL ({err}), moved to rejected.txt: {line[:200]!r}")
-                continue
-            fp = seen.fingerprint(url)
-            if kind != "recheck" and (seen.has(fp) or fp in fresh):
-                continue   # known: dropped, as recovery drops it
-            reason = admit(url, depth) if admit is not None else None
-            if cap is not None:
-                h = host_key(url)
-                if reason is None and kind != "recheck" and admitted.get(h, 0) >= cap:
-                    reason = "host budget"
-            if reason:
-                rejected.append(rejected_line(url, reason, source))
-                continue
-            if self._shared:
-                fresh.add(fp)
-            elif seen.add_fingerprint(fp) and cap is not None:
-                admitted[h] = admitted.get(h, 0) + 1
-            entries.append((url, qline))
+        # A shared table learns the stretch's URLs only once their lines are written (below).
+        staged = _Staged(self.seen) if self._shared else None
+        judged = pastes.judge_stretch(data, p[2], staged or self.seen, self.admit, cap=self.max_per_host,
+                                      admitted=self._admitted, live=live, start=start, name=QUEUE)
+        for no, err, line in judged.bad:
+            self._paste_warned += 1
+            if self._paste_warned <= PASTE_WARNINGS:
+                self.warn(f"{QUEUE}:{no}: not a crawlable URL ({err}), moved to rejected.txt: {line[:200]!r}")
+        rejected, off = judged.rejected, start + len(data)
         if rejected:
             text = "".join(rejected)
             _end_last_line(self.folder / REJECTED)
             append_text(self.folder / REJECTED, pastes.shown(text) if pastes.UNDECODABLE.search(text) else text)
-        if entries:
-            text = "".join(qline for _, qline in entries)
+        if judged.lines:
+            text = "".join(judged.lines)
             q = self._queue
-            at = q.append(text)
+            at, _ = q.append(text)
             if at != q.pos:   # a line being typed was ended first: read it all as usual
                 self._read_queue()
             elif not self._indexing:   # the parent: only counts them
-                self._lines += len(entries)
+                self._lines += len(judged.lines)
                 q.pos = at + len(text.encode("utf-8"))
             else:   # what we just wrote: into the index without reading it back
-                for url, qline in entries:
+                for url, qline in zip(judged.urls, judged.lines):
                     self._lines += 1
                     self._index(at, qline[:-1].split("\t", 4), url)
                     at += len(qline.encode("utf-8"))
                 q.pos = at
-            if self._shared:   # the lines are written: now the table may know them
+            if staged is not None:   # the lines are written: now the table may know them
                 table = self.seen
                 upto = table.upto(q.ino)   # type: ignore[union-attr]
                 table.begin()   # type: ignore[union-attr]
-                for fp in fresh:
+                for fp in staged.fresh:
                     table.add_fingerprint(fp)
                 table.covered(q.ino, max(upto, q.pos))   # type: ignore[union-attr, arg-type]
         self._journal([f"S\t{start}\t{off}\t{counted}\n"])

@@ -27,9 +27,14 @@ import re
 import time
 import zlib
 from dataclasses import replace
+from itertools import compress, repeat
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from ..records import QueueEntry, parse_queue_line
-from ..urls import normalize
+from ..records import QueueEntry, is_data, parse_queue_line, rejected_line
+from ..urls import host_key, normal_lines, normalize
+
+if TYPE_CHECKING:
+    from .seen import SeenSet
 
 LAZY_BYTES = 1 << 20   # a paste shorter than this (~20k URLs) is checked at start-up, all at once
 FAR_AHEAD = 366 * 86400.0   # no wait the crawler sets is this long: a later time is a typo
@@ -74,6 +79,117 @@ def bare_url(line: str) -> str:
     """What ``judge_line`` makes of a line of ASCII without a TAB (a bare URL, as most pastes
     are): its URL normalised (ValueError: not a crawlable URL), without building an entry."""
     return normalize(line.strip())
+
+
+class Judged(NamedTuple):
+    """What ``judge_stretch`` made of a stretch of pasted lines, in the order of the file."""
+
+    urls: list[str]       # the URLs admitted (new to the table, which now has them)
+    lines: list[str]      # their lines in the crawler's shape, each ending in "\n"
+    rejected: list[str]   # rejected.txt lines: bad lines with their line numbers, refused URLs
+    bad: list[tuple[int, str, str]]   # (line number, why, the line) of the lines that are no URL
+
+
+_BARE = "\t0\t0\t0\t-\n"   # the rest of the crawler's line for a bare URL (QueueEntry(url).line())
+
+
+def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str, int], str | None] | None,
+                  *, cap: int | None = None, admitted: dict[str, int] | None = None,
+                  live: Callable[[int], bool] | None = None, start: int = 0, horizon: float | None = None,
+                  name: str = "queue.txt") -> Judged:
+    """Judge whole pasted lines (``data``, each ending in "\\n", the first of them line number
+    ``first`` of ``name``) as recovery judges them: a line that is not a crawlable URL is reported
+    with its number, a URL ``admit`` refuses (or over ``cap`` admitted URLs of its host, counted
+    in ``admitted``) is rejected with the reason, a URL ``seen`` has is dropped, the rest is
+    admitted and added to ``seen``. ``live(offset)``: is the line at that offset of queue.txt
+    (``start`` is the offset of ``data``) still to be judged (else skipped)?
+
+    Most pastes are bare URLs in their normal form already. Those are found by one match over
+    the whole stretch (``urls.normal_lines``) and judged without a normalisation or an entry
+    each; only the other lines go the whole way (``judge_line``)."""
+    text = data.decode("utf-8", "surrogateescape")   # ("\n" ends a line in either reading)
+    urls: list[str] = []
+    lines: list[str] = []
+    rejected: list[str] = []
+    bad: list[tuple[int, str, str]] = []
+    fingerprint, has, add = seen.fingerprint, seen.has, seen.add_fingerprint
+    if horizon is None:
+        horizon = time.time() + FAR_AHEAD
+    if admitted is None:
+        admitted = {}
+
+    def take(url: str, kind: str, source: str, depth: int, line: str) -> None:
+        """A URL of a line that is not plain: dropped, rejected or admitted."""
+        fp = fingerprint(url)
+        if kind != "recheck" and has(fp):
+            return   # known: dropped, as recovery drops it
+        reason = admit(url, depth) if admit is not None else None
+        if cap is not None:
+            h = host_key(url)
+            if reason is None and kind != "recheck" and admitted.get(h, 0) >= cap:
+                reason = "host budget"
+        if reason:
+            rejected.append(rejected_line(url, reason, source))
+            return
+        if add(fp) and cap is not None:
+            admitted[h] = admitted.get(h, 0) + 1
+        urls.append(url)
+        lines.append(line)
+
+    def one(raw: str, no: int) -> None:
+        """A line judged the whole way (``raw`` without its "\\n")."""
+        line = raw.rstrip("\r")
+        if not is_data(line):
+            return
+        try:
+            if "\t" not in line and line.isascii():   # a bare URL (most pastes): no entry to build
+                url = bare_url(line)
+                take(url, "-", "-", 0, url + _BARE)
+            else:
+                e = judge_line(line, True, horizon)
+                take(e.url, e.kind, e.source, e.depth, e.line())
+        except ValueError as err:
+            rejected.append(rejected_line(shown(line), f"{name}:{no}: {err}"))
+            bad.append((no, str(err), line))
+
+    if live is not None:   # lines of it may be taken already (see FileStore._live): one by one
+        off = start
+        for no, raw in enumerate(data.split(b"\n")[:-1], first):
+            if live(off):
+                one(raw.decode("utf-8", "surrogateescape"), no)
+            off += len(raw) + 1
+        return Judged(urls, lines, rejected, bad)
+
+    # Runs of plain lines (normal bare URLs), each followed by one line to judge the whole way.
+    pos, no = 0, first
+    for at in normal_lines(text) + [len(text)]:
+        run = text[pos:at].split("\n")
+        run.pop()   # (what follows the run's last "\n": nothing)
+        no += len(run)
+        if cap is not None:   # (a host's budget counts only URLs new to the table: looked up first)
+            for url in run:
+                take(url, "-", "-", 0, url + _BARE)
+        else:   # most lines: the whole run at once, one call a line for each step (map: no loop in Python)
+            fps = seen.fingerprints(run)
+            reasons = list(map(admit, run, repeat(0, len(run)))) if admit is not None else None
+            if reasons is None or not any(reasons):   # all admitted: new unless adding says known
+                new = list(compress(run, map(add, fps)))
+                urls += new
+                lines += [url + _BARE for url in new]
+            else:
+                for url, fp, reason in zip(run, fps, reasons):
+                    if reason is None:
+                        if add(fp):
+                            urls.append(url)
+                            lines.append(url + _BARE)
+                    elif not has(fp):   # a known URL is dropped, not rejected
+                        rejected.append(rejected_line(url, reason))
+        if at == len(text):
+            break
+        pos = text.find("\n", at) + 1
+        one(text[at:pos - 1], no)
+        no += 1
+    return Judged(urls, lines, rejected, bad)
 
 
 def crc_of(fd: int, size: int, chunk: int = 1 << 20) -> int:
