@@ -359,7 +359,7 @@ def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[s
     for shape in SHAPES:
         start = _stopped_with_paste(folder, lines)
         t0, c0 = time.perf_counter(), time.process_time()
-        store = FileStore(folder).open(paste_from=start)
+        store = _crawl_store(FileStore, folder).open(paste_from=start)
         store.admit = admit
         first = store.claim(1, time.time(), lambda h: 0.0)
         t1 = time.perf_counter()
@@ -383,6 +383,15 @@ def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[s
         FileStore(folder).open()
         out["start-up check s"] = time.perf_counter() - t4
     return out
+
+
+def _crawl_store(cls, folder: Path):   # type: ignore[no-untyped-def]
+    """A store as a crawl opens it: with the dedup table shared by its processes (seen.bin) where
+    the crawler has one (an older tree's store takes no ``shared``)."""
+    try:
+        return cls(folder, shared=True)
+    except TypeError:
+        return cls(folder)
 
 
 def _intake_round(tree: Path, lines: int, startup_check: bool) -> Dict[str, float]:
