@@ -871,3 +871,36 @@ def test_the_table_of_known_links_has_a_fixed_size_and_never_answers_wrongly(mak
         assert one.known(everything) == set(queued)
         assert one.first_and_known(None, A + "x", everything)[1] == set(queued)
     assert len(one._known_here.table) == size
+
+
+def test_the_scripts_a_page_runs_go_on_the_workers_own_connection(make, monkeypatch):
+    """A worker's claims, questions and settles are sent on a connection of its own thread,
+    written as EVALSHA by the store (redis-py's pool and command path cost a worker more CPU
+    than the script costs Redis). A script Redis does not have yet, or lost (SCRIPT FLUSH, a
+    restarted Redis), goes through redis-py once, which loads it; another thread goes through
+    redis-py, with the same answers."""
+    import threading
+    one = make(1, defer=True)
+    one.add([QueueEntry(f"{A}{i}") for i in range(6)])
+    c = one.claim(1, 0.0, no_delay).claims[0]                     # each script's first run: loaded
+    assert one.first_and_known("h0", c.url, [A + "2", A + "9"]) == (c.url, {A + "2"})
+    assert crawled(one, c)
+    taken = []
+    pool = one.r.connection_pool
+    get = pool.get_connection
+    monkeypatch.setattr(pool, "get_connection", lambda *a, **kw: taken.append(1) or get(*a, **kw))
+    c = one.claim(1, 0.0, no_delay).claims[0]
+    assert one.first_and_known("h1", c.url, [A + "3", A + "8"]) == (c.url, {A + "3"})
+    assert crawled(one, c) and one.add([QueueEntry(A + "7")]) == [QueueEntry(A + "7")]
+    assert taken == []                                            # none from the pool
+    one.r.script_flush()                                          # Redis lost its scripts
+    taken.clear()
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "2"]
+    assert taken != []                                            # redis-py loaded it again
+    taken.clear()
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "3"] and taken == []
+    other: list = []
+    t = threading.Thread(target=lambda: other.append(one.first_and_known(None, A + "x", [A + "4", A + "10"])))
+    t.start()
+    t.join()
+    assert other == [(A + "x", {A + "4"})] and taken != []       # that thread: redis-py's pool
