@@ -856,11 +856,13 @@ def test_links_redis_said_it_knows_are_not_asked_again(make):
 
 
 def test_the_table_of_known_links_has_a_fixed_size_and_never_answers_wrongly(make, monkeypatch):
-    """The worker's table of known fingerprints is allocated once: a worker's memory does not
-    grow with the URLs the crawl knows. Its slots are few here, so fingerprints push each other
-    out: those are asked again, and no answer is ever wrong."""
+    """The worker's table of known fingerprints is allocated once, and the URLs it keeps as
+    strings are a bounded few: a worker's memory does not grow with the URLs the crawl knows.
+    Both are small here, so fingerprints push each other out: those are asked again, and no
+    answer is ever wrong."""
     from spider.frontier import redisstore
     monkeypatch.setattr(redisstore, "KNOWN_SLOTS", 4)
+    monkeypatch.setattr(redisstore, "HOT_KNOWN", 10)
     one = make(1)
     size = len(one._known_here.table)
     assert size == 32
@@ -870,6 +872,8 @@ def test_the_table_of_known_links_has_a_fixed_size_and_never_answers_wrongly(mak
     for _ in range(2):
         assert one.known(everything) == set(queued)
         assert one.first_and_known(None, A + "x", everything)[1] == set(queued)
+        assert len(one._hot) <= 10 + len(queued)   # cleared once past 10, at the next question
+    assert one.known(queued[:5]) == set(queued[:5]) and len(one._hot) <= 10 + 5
     assert len(one._known_here.table) == size
 
 

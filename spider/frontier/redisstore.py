@@ -78,6 +78,7 @@ LIST_OF = {"failed": "failed", "rejected": "rejected"}   # a settle's record goe
 COUNTED = ("crawled", "failed", "hop", "rejected", "rechecked")
 CLAIM_BATCH = 4              # a crawl's worker at --delay 0 claims up to this many URLs of a host at once
 KNOWN_SLOTS = 1 << 15        # a worker's table of fingerprints Redis said it knows: 256 KB, fixed
+HOT_KNOWN = 4096             # of those, the URLs seen lately kept as strings too (a site's menus fit)
 
 _LUA_COMMON = r"""
 local PFX, OPS = ARGV[1], nil
@@ -953,6 +954,7 @@ class RedisStore:
         self._ops_lock = threading.Lock()
         self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
         self._known_here = _KnownHere()
+        self._hot: set[str] = set()   # URLs of _known_here as strings, lately found (HOT_KNOWN)
         self._line = _OwnLine(client)
         reg, fast = client.register_script, self._line.script   # fast: the scripts a page runs
         self._add_script, self._requeue_script, self._select = fast(_ADD), reg(_REQUEUE), fast(_SELECT)
@@ -1057,12 +1059,20 @@ class RedisStore:
         return out
 
     def _known_locally(self, urls: list[str]) -> tuple[set[str], list[tuple[str, bytes]], bytes]:
-        """The URLs known here, and the others with their fingerprints (and those joined) to ask."""
-        here, out, ask = self._known_here, set(), []
+        """The URLs known here, and the others with their fingerprints (and those joined) to ask.
+        The URLs found known lately are kept as strings (at most ``HOT_KNOWN``, then started
+        again): a page's menu links are answered without hashing them."""
+        here, hot, out, ask = self._known_here, self._hot, set(), []
+        if len(hot) > HOT_KNOWN:
+            hot.clear()
         for u in urls:
+            if u in hot:
+                out.add(u)
+                continue
             fp = fingerprint(u)
             if here.has(fp):
                 out.add(u)
+                hot.add(u)
             else:
                 ask.append((u, fp))
         return out, ask, b"".join(fp for _, fp in ask)
@@ -1074,6 +1084,7 @@ class RedisStore:
             if f == 49:   # b"1"
                 out.add(u)
                 self._known_here.put(fp)
+        self._hot |= out
         return out
 
     @_one_line_errors
