@@ -908,3 +908,29 @@ def test_the_scripts_a_page_runs_go_on_the_workers_own_connection(make, monkeypa
     t.start()
     t.join()
     assert other == [(A + "x", {A + "4"})] and taken != []       # that thread: redis-py's pool
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_block_of_lines_of_several_sources_keeps_each_lines_source(make, batch):
+    """One add of one host's lines from several pages (one score): a pending block whose lines
+    say "the first line's source" in short. Taking its first lines, one a claim or a batch at
+    once, leaves every other line with its own source, in the block and when claimed."""
+    from spider.frontier.redisstore import pending_lines
+    one = make(1, join=True, defer=True, batch=batch)
+    x, y = "http://x.test/p%41", "http://y.test/"
+    sources = [x, y, x, x, y, x, x]
+    one.add([QueueEntry(f"{A}{i}", 1, 0, 0.0, src) for i, src in enumerate(sources)])
+    first = one.claim(1, 0.0, no_delay).claims                   # one URL: the pace is not told yet
+    assert [(c.url, c.entry.source) for c in first] == [(A + "0", x)]
+    got = one.claim(1, 0.0, no_delay).claims                     # a batch of 4, or one
+    assert [(c.url, c.entry.source) for c in got] == [(f"{A}{i}", sources[i]) for i in range(1, 1 + len(got))]
+    members = one.r.zrange(one.per_host("q", "a.test"), 0, -1, withscores=True)
+    left = [line.decode().split("\t") for m, key in members for line, _ in pending_lines(m, key)]
+    assert [(f[0], f[4]) for f in left] == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]
+    rest = []
+    while True:
+        claims = one.claim(1, 0.0, no_delay).claims
+        if not claims:
+            break
+        rest += [(c.url, c.entry.source) for c in claims]
+    assert rest == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]

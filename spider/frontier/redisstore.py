@@ -170,20 +170,41 @@ local function flush(touched)
   if touched.n ~= 0 then redis.call('HINCRBY', k('counts'), 'pending', touched.n) end
 end
 local function batch() return {hosts = {}, blocks = {}, n = 0} end
--- take the first line of a pending member (a line or a block); the rest stays, scored by its next key
-local function take_first(zkey, member, key)
+-- Take the first lines of a pending member (a line or a block), at most ``m``, and only those
+-- whose keys are below ``below`` (nil: any; the first line always); the rest stays, scored by its
+-- next key. Returns {line, key} pairs. A line ending in TAB '^' has the block's first line's source:
+-- the rest's first line gets it written out, and when the rest's first line has a source of its
+-- own, so do the rest's later '^' lines.
+local function take_lines(zkey, member, key, m, below)
   redis.call('ZREM', zkey, member)
   local lf = string.find(member, '\n', 1, true)
-  if not lf then return member end
+  if not lf then return {{member, key}} end
   local first = string.sub(member, 1, lf - 1)
-  local sp = string.find(member, ' ', lf + 1, true)
-  local rest = string.sub(member, sp + 1)
-  local lf2 = string.find(rest, '\n', 1, true) or (#rest + 1)
-  if string.sub(rest, lf2 - 2, lf2 - 1) == '\t^' then   -- the new first line says its source
-    rest = string.sub(rest, 1, lf2 - 2) .. string.match(first, '[^\t]*$') .. string.sub(rest, lf2)
+  local src = string.match(first, '[^\t]*$')
+  local out, at, k = {{first, key}}, lf + 1, tonumber(key)
+  while true do
+    local sp = string.find(member, ' ', at, true)
+    local nk = k + tonumber(string.sub(member, at, sp - 1))
+    local lf2 = string.find(member, '\n', sp + 1, true)
+    if #out >= m or (below and nk >= below) then
+      local rest = string.sub(member, sp + 1)
+      local head = string.sub(rest, 1, (lf2 and lf2 - sp or #rest + 1) - 1)
+      local own = string.sub(head, -2) ~= '\t^'
+      if not own then head = string.sub(head, 1, -2) .. src end
+      local tail = lf2 and string.sub(rest, lf2 - sp) or ''
+      if own and string.match(head, '[^\t]*$') ~= src then
+        tail = string.gsub(tail .. '\n', '\t%^\n', function() return '\t' .. src .. '\n' end)
+        tail = string.sub(tail, 1, -2)
+      end
+      redis.call('ZADD', zkey, num(nk), head .. tail)
+      return out
+    end
+    local line = string.sub(member, sp + 1, (lf2 or #member + 1) - 1)
+    if string.sub(line, -2) == '\t^' then line = string.sub(line, 1, -2) .. src end
+    out[#out + 1] = {line, num(nk)}
+    if not lf2 then return out end
+    at, k = lf2 + 1, nk
   end
-  redis.call('ZADD', zkey, num(tonumber(key) + tonumber(string.sub(member, lf + 1, sp - 1))), rest)
-  return first
 end
 local function packed_has(bucket, fp)
   local at = 1
@@ -557,7 +578,14 @@ while taken < tonumber(limit) do
     if not ok then slot[host] = nil end
   end
   if best == nil then break end
-  bline = take_first(hk(bz, best), bline, bkey)
+  -- a batch of a host that keeps no pace: the block's next lines too, in key order (not past a recheck)
+  local m, below = 1, nil
+  if batch and not bpc and bz == 'q' then
+    m = math.min(tonumber(limit) - taken, room)
+    local r = redis.call('ZRANGE', hk('r', best), 0, 0, 'WITHSCORES')
+    if r[2] then below = tonumber(r[2]) end
+  end
+  local lines = take_lines(hk(bz, best), bline, bkey, m, below)
   local tok = toks[best]
   if tok == nil then tok = hold(best, owner, lease); toks[best] = tok end
   local nxt = slot[best]
@@ -569,18 +597,20 @@ while taken < tonumber(limit) do
   elseif batch then
     slot = bpc and {} or {[best] = '0'}
   end
-  in_flight(best, owner, tok, bkey, bline)
   done[best] = true
   local st = states[best]
   if st == nil or nxt ~= '0' then
     st = redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')
     states[best] = st
   end
-  out[#out + 1] = bline
-  out[#out + 1] = tok
-  for i = 1, 5 do out[#out + 1] = st[i] or '' end
-  taken = taken + 1
-  if room > 0 and not is_recheck(bline) then room = room - 1 end
+  for _, lk in ipairs(lines) do
+    in_flight(best, owner, tok, lk[2], lk[1])
+    out[#out + 1] = lk[1]
+    out[#out + 1] = tok
+    for i = 1, 5 do out[#out + 1] = st[i] or '' end
+    taken = taken + 1
+    if room > 0 and not is_recheck(lk[1]) then room = room - 1 end
+  end
 end
 if taken > 0 then redis.call('HINCRBY', k('counts'), 'pending', -taken) end
 for host, _ in pairs(done) do reindex(host) end
