@@ -576,6 +576,18 @@ def test_deferred_writes_go_with_the_next_call_and_a_stale_settle_is_still_refus
     assert two.refresh().crawled == 2
 
 
+def claim_all(store, limit: int) -> list[tuple[str, str]]:
+    """Claim (and settle) until nothing is left: (url, source) of each claim, in claim order."""
+    got: list[tuple[str, str]] = []
+    while True:
+        claims = store.claim(limit, 0.0, no_delay).claims
+        if not claims:
+            return got
+        got += [(c.url, c.entry.source) for c in claims]
+        for c in claims:
+            store.settle(c, "crawled")
+
+
 def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server):  # noqa: F811
     """Pages' links wait in their hosts' sorted sets as blocks (one member for up to 64 lines of
     one add, the source written once): Redis memory a pending URL, measured by MEMORY USAGE,
@@ -593,14 +605,7 @@ def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server)
     used = sum(r.memory_usage(k, samples=0) for k in r.scan_iter("p:q:*"))
     length = sum(len(e.url) for e in added) / len(added)
     assert used / len(added) <= length + 48, (used / len(added), length)
-    got = []
-    while True:
-        claims = s.claim(50, 0.0, no_delay).claims
-        if not claims:
-            break
-        got += [(c.url, c.entry.source) for c in claims]
-        for c in claims:
-            s.settle(c, "crawled")
+    got = claim_all(s, 50)
     assert sorted(got) == sorted((e.url, e.source) for e in added)
     for host in ("site0.test", "site1.test", "site2.test"):   # each host's in the order added
         mine = [u for u, _ in got if host_key(u) == host]
@@ -927,10 +932,5 @@ def test_a_block_of_lines_of_several_sources_keeps_each_lines_source(make, batch
     members = one.r.zrange(one.per_host("q", "a.test"), 0, -1, withscores=True)
     left = [line.decode().split("\t") for m, key in members for line, _ in pending_lines(m, key)]
     assert [(f[0], f[4]) for f in left] == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]
-    rest = []
-    while True:
-        claims = one.claim(1, 0.0, no_delay).claims
-        if not claims:
-            break
-        rest += [(c.url, c.entry.source) for c in claims]
+    rest = claim_all(one, 1)
     assert rest == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]
