@@ -15,6 +15,9 @@ the shared machine's noise spreads over both):
 
 and prints pages/s of each (pages ÷ wall time, start-up and shut-down included), the ratio of the
 medians redis ÷ file (target >= 0.8), and from Redis's own INFO (deltas around each Redis run):
+(`--peer-dir DIR`: a third crawl each round, the Redis store of another checkout, e.g. main's
+code as `git archive main | tar -x -C DIR`, so a change is measured beside its peer in one run;
+this worktree's own crawls then run from a snapshot of it too, with `--spider-dir`.)
 
     commands / page    total_commands_processed (client commands and the commands scripts call)
     scripts / page     EVALSHA calls (each one atomic state change, one round trip)
@@ -105,26 +108,31 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--no-monitor", action="store_true", help="skip the MONITOR run")
     ap.add_argument("--quiet-wait", type=float, default=10.0)
     ap.add_argument("--spider-dir", type=Path)
+    ap.add_argument("--peer-dir", type=Path, help="also crawl with the Redis store of this checkout, each round")
     args = ap.parse_args(argv)
     measure.set_spider_dir(args.spider_dir)
+    own_dir = measure.SPIDER_DIR
     params = SITE.prepare_site(args.pages, SITE.DEFAULT_SITE_DIR, 0)
     files: List[Dict[str, float]] = []
     reds: List[Dict[str, float]] = []
+    peers: List[Dict[str, float]] = []
     mon: Optional[Dict[str, object]] = None
     with SITE.Nginx(SITE.DEFAULT_SITE_DIR, params.port, 1), Redis() as redis:
         SITE.check_rate(params)
         print(f"site: {params.total_pages} pages on {params.origin}; redis on {redis.port}; "
               f"{args.workers} workers, --delay 0", flush=True)
         for r in range(1, args.repeat + 1):
-            for kind in ("file", "redis"):
+            for kind in ("file", "redis") + (("peer",) if args.peer_dir else ()):
                 measure.wait_quiet(args.quiet_wait)
+                measure.set_spider_dir(args.peer_dir if kind == "peer" else own_dir)
                 res = run_file(params, args, r) if kind == "file" else run_redis(params, args, redis, r)
-                (files if kind == "file" else reds).append(res)
+                {"file": files, "redis": reds, "peer": peers}[kind].append(res)
                 extra = (f", {res['commands_per_page']:.2f} commands, {res['scripts_per_page']:.2f} scripts, "
-                         f"{res['redis_cpu_ms_per_page']:.3f} ms Redis CPU a page" if kind == "redis" else "")
+                         f"{res['redis_cpu_ms_per_page']:.3f} ms Redis CPU a page" if kind != "file" else "")
                 print(f"  round {r} {kind:5}: {res['pages']} pages in {res['wall']:.2f} s = "
                       f"{res['pages_per_s']:.1f} pages/s, crawler CPU {res['cpu_s']:.1f} s, exit {res['code']}{extra}",
                       flush=True)
+        measure.set_spider_dir(own_dir)
         if not args.no_monitor:
             mon = run_redis(params, args, redis, 0, monitor=True)
             print(f"  MONITOR run (not timed): {mon['client_cmds_per_page']:.2f} client commands a page "
@@ -139,7 +147,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     cpu_ms = statistics.median(x["redis_cpu_ms_per_page"] for x in reds)
     print(f"\nfile store  {fmed:.1f} pages/s (median of {len(files)})")
     print(f"redis store {rmed:.1f} pages/s (median of {len(reds)})")
-    print(f"redis / file: {rmed / fmed:.2f} (target >= {TARGET_RATIO})")
+    print(f"redis / file: {rmed / fmed:.2f} (target >= {TARGET_RATIO}); by round: "
+          + ", ".join(f"{x['pages_per_s'] / y['pages_per_s']:.2f}" for x, y in zip(reds, files)))
+    if peers:
+        pmed = statistics.median(x["pages_per_s"] for x in peers)
+        print(f"peer ({args.peer_dir}) redis store {pmed:.1f} pages/s: peer / file {pmed / fmed:.2f}; by round: "
+              + ", ".join(f"{x['pages_per_s'] / y['pages_per_s']:.2f}" for x, y in zip(peers, files))
+              + f"; {statistics.median(x['scripts_per_page'] for x in peers):.2f} scripts, "
+              f"{statistics.median(x['redis_cpu_ms_per_page'] for x in peers):.3f} ms Redis CPU a page")
     print(f"Redis commands a page (scripts' inner calls included): {cmds:.2f}; EVALSHA a page: {scripts:.2f} "
           f"(a worker's round trips a page, lease renewals included; target <= {TARGET_TRIPS})")
     if mon is not None:
@@ -148,7 +163,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"Redis CPU a page: {cpu_ms:.3f} ms -> one Redis core sustains ~{1000 / cpu_ms:,.0f} pages/s "
           f"(~{1000 / cpu_ms / rmed:.0f} machines like this one)" if cpu_ms > 0 else "Redis CPU a page: 0")
     summary = {"bench": "redis_overhead", "site_pages": params.total_pages, "workers": args.workers,
-               "file": files, "redis": reds, "monitor": mon, "file_median": fmed, "redis_median": rmed,
+               "file": files, "redis": reds, "peer": peers, "monitor": mon, "file_median": fmed, "redis_median": rmed,
                "ratio": rmed / fmed, "commands_per_page": cmds, "scripts_per_page": scripts,
                "redis_cpu_ms_per_page": cpu_ms}
     RUN_DIR.mkdir(parents=True, exist_ok=True)

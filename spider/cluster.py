@@ -43,7 +43,7 @@ from .config import CrawlConfig
 from .crawl import (EXIT_INTERRUPTED, RUNNING, WORKER_STORE_ERROR, Crawl, Summary,
                     _die_with_parent, child_signals, order_of)
 from .frontier.contract import Claim, ClaimResult, StoreError
-from .frontier.redisstore import _LUA_COMMON, KEY_SCALE, RedisStore, pending_lines
+from .frontier.redisstore import _LUA_COMMON, CLAIM_BATCH, KEY_SCALE, RedisStore, pending_lines
 from .records import QueueEntry, first_field, is_data, utc_stamp
 from .robots import FRESH_FOR, PENDING, Rules, dump, load
 from .safefs import atomic_write
@@ -250,7 +250,8 @@ class ClusterStore(RedisStore):
         store = ClusterStore.connect(self.url, self.prefix, self.folder, owner=pid, machine=self.machine,
                                      max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
                                      order=order_of(config), lease=lease, defer=True,
-                                     join=config.delay == 0 and not config.auto_throttle)
+                                     join=config.delay == 0 and not config.auto_throttle,
+                                     batch=CLAIM_BATCH if config.delay == 0 and not config.auto_throttle else 1)
         store.discover(config)
         return store
 

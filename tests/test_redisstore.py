@@ -271,7 +271,7 @@ def test_a_redis_that_goes_away_is_one_store_error(start_redis):  # noqa: F811
     s.add([QueueEntry(A + "1")])
     server.kill()
     for verb in (lambda: s.claim(1, 0.0, no_delay), lambda: s.add([QueueEntry(A + "2")]),
-                 lambda: A + "1" in s.seen, s.refresh):
+                 lambda: A + "3" in s.seen, s.refresh):   # (A1 is known here: not asked)
         with pytest.raises(StoreError, match=r"^Redis store 'p': ConnectionError: ") as e:
             verb()
         assert "\n" not in str(e.value)
@@ -347,11 +347,13 @@ WORKER = textwrap.dedent("""
     from spider.records import crawled_line
     from spider.frontier.redisstore import RedisStore
     url, owner, out, stop_after = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "a"), int(sys.argv[4])
-    s = RedisStore.from_url(url, "p", owner=owner, machine="m", lease=2.0, max_hosts=4, join=sys.argv[5] == "1")
+    batch = int(sys.argv[6])
+    s = RedisStore.from_url(url, "p", owner=owner, machine="m", lease=2.0, max_hosts=4, join=sys.argv[5] == "1",
+                            batch=batch)
     fetched = 0
     while True:
         s.renew_leases()
-        r = s.claim(2, time.time(), lambda h: 0.0)
+        r = s.claim(2 if batch == 1 else 1, time.time(), lambda h: 0.0)
         if r.finished:
             break
         if not r.claims:
@@ -367,15 +369,17 @@ WORKER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("hosts, join", [(10, False), (1, True)])
+@pytest.mark.parametrize("hosts, join, batch", [(10, False, 1), (1, True, 1), (1, True, 4)])
 def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(
-        start_redis, tmp_path: Path, hosts: int, join: bool):  # noqa: F811
+        start_redis, tmp_path: Path, hosts: int, join: bool, batch: int):  # noqa: F811
     """Three worker processes share the frontier. Worker 1 is killed with -9 in the middle of a
     fetch; worker 2 is stopped (SIGSTOP) in the middle of a fetch until another worker has taken
     its host back and recorded that URL, then continued. Every URL is recorded exactly once; the
     stopped worker's late settle is refused; refetches are at most what the two had in flight.
     On 10 hosts each worker holds its own; on one host with no delay (``join``) the three hold it
-    together, each its own lease: 1 and 2 lose theirs, 3 goes on."""
+    together, each its own lease: 1 and 2 lose theirs, 3 goes on. With ``batch`` 4 (a crawl's
+    workers at --delay 0) each claim takes up to 4 URLs of the host: refetches stay within what
+    the two had in flight, at most 4 each."""
     from spider.frontier.redisstore import RedisStore
     server = start_redis()
     s = RedisStore(server.client(), "p", owner=9, machine="m")
@@ -383,7 +387,7 @@ def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(
     s.add([QueueEntry(u) for u in want])
     logs = [tmp_path / f"w{i}.txt" for i in (1, 2, 3)]
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, server.url, str(i), str(logs[i - 1]),
-                               str(stop), "1" if join else "0"], cwd=Path(__file__).parent.parent)
+                               str(stop), "1" if join else "0", str(batch)], cwd=Path(__file__).parent.parent)
              for i, stop in ((1, 20), (2, 30), (3, 0))]
     try:
         deadline = time.monotonic() + 120
@@ -414,7 +418,7 @@ def test_worker_processes_killed_and_paused_mid_fetch_record_every_url_once(
     assert f"refused {held}" in w2
     fetches = [x.split()[1] for log in logs for x in log.read_text().splitlines() if x.startswith("fetch")]
     assert set(fetches) == set(want)
-    assert 2 <= len(fetches) - len(want) <= 4                      # at most the two workers' claims of 2
+    assert 2 <= len(fetches) - len(want) <= 2 * max(2, batch)      # at most the two workers' claims
     c = s.refresh()
     assert (c.pending, c.in_flight, c.crawled) == (0, 0, 300)
 
@@ -572,6 +576,18 @@ def test_deferred_writes_go_with_the_next_call_and_a_stale_settle_is_still_refus
     assert two.refresh().crawled == 2
 
 
+def claim_all(store, limit: int) -> list[tuple[str, str]]:
+    """Claim (and settle) until nothing is left: (url, source) of each claim, in claim order."""
+    got: list[tuple[str, str]] = []
+    while True:
+        claims = store.claim(limit, 0.0, no_delay).claims
+        if not claims:
+            return got
+        got += [(c.url, c.entry.source) for c in claims]
+        for c in claims:
+            store.settle(c, "crawled")
+
+
 def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server):  # noqa: F811
     """Pages' links wait in their hosts' sorted sets as blocks (one member for up to 64 lines of
     one add, the source written once): Redis memory a pending URL, measured by MEMORY USAGE,
@@ -589,14 +605,7 @@ def test_a_pending_url_costs_at_most_its_length_and_48_bytes(make, redis_server)
     used = sum(r.memory_usage(k, samples=0) for k in r.scan_iter("p:q:*"))
     length = sum(len(e.url) for e in added) / len(added)
     assert used / len(added) <= length + 48, (used / len(added), length)
-    got = []
-    while True:
-        claims = s.claim(50, 0.0, no_delay).claims
-        if not claims:
-            break
-        got += [(c.url, c.entry.source) for c in claims]
-        for c in claims:
-            s.settle(c, "crawled")
+    got = claim_all(s, 50)
     assert sorted(got) == sorted((e.url, e.source) for e in added)
     for host in ("site0.test", "site1.test", "site2.test"):   # each host's in the order added
         mine = [u for u, _ in got if host_key(u) == host]
@@ -783,3 +792,145 @@ def test_a_worker_that_may_join_asks_again_soon_while_the_holder_has_not_told_it
     assert make(3).claim(1, 10.0, no_delay).wait_until is None   # one that may not join: as before
     one.flush()
     assert urls(two.claim(1, 10.0, no_delay)) == [A + "2"]
+
+
+# -- fewer scripts a page: a batch of one host's URLs, links known here ---------------------------------
+
+def test_a_worker_at_no_delay_claims_a_batch_of_its_host_while_the_host_keeps_no_pace(make):
+    """``batch`` (a crawl's workers at --delay 0): one claim script takes up to that many URLs,
+    all of one host, once Redis knows the host keeps no pace; a host whose pace is not told yet,
+    or that keeps one (here a Crawl-delay learned), gives one URL a claim; --max-pages holds."""
+    one = make(1, join=True, defer=True, batch=4)
+    one.add([QueueEntry(f"{A}{i}") for i in range(10)] + [QueueEntry(B + "0")])
+    first = one.claim(1, 0.0, no_delay).claims
+    assert urls_of(first) == [A + "0"]                                   # its pace is not told yet
+    assert crawled(one, first[0])
+    got = one.claim(1, 0.0, no_delay)                                    # carries its pace: 0
+    assert urls(got) == [A + "1", A + "2", A + "3", A + "4"]             # one host's, best keys first
+    assert one.refresh().in_flight_by_owner == {1: 4}
+    assert all(crawled(one, c) for c in got.claims)
+    one._tell_pace("a.test", 2.0)                                        # a Crawl-delay learned
+    assert len(one.claim(1, 9.0, lambda h: 2.0).claims) == 1
+
+    capped = make(2, join=True, defer=True, batch=4, max_pages=3)
+    capped.r.delete(*capped.r.keys("p:*"))
+    capped.add([QueueEntry(f"{A}{i}") for i in range(10)])
+    first = capped.claim(1, 0.0, no_delay).claims
+    assert len(first) == 1 and crawled(capped, first[0])
+    got = capped.claim(1, 0.0, no_delay)
+    assert len(got.claims) == 2                                          # --max-pages 3 in all
+    assert all(crawled(capped, c) for c in got.claims)
+    assert capped.claim(1, 0.0, no_delay).finished
+
+
+def urls_of(claims) -> list[str]:
+    return [c.url for c in claims]
+
+
+def spy(store, name: str) -> list:
+    """The arguments of each call of one of the store's scripts."""
+    script, calls = getattr(store, name), []
+
+    def call(args, **kw):
+        calls.append(args)
+        return script(args=args, **kw)
+    setattr(store, name, call)
+    return calls
+
+
+def test_links_redis_said_it_knows_are_not_asked_again(make):
+    """A URL Redis said it knows (deduplication never forgets one) is answered by the worker
+    itself after that, so a page's links that every page repeats cost Redis nothing; a URL it
+    said it did not know is asked again (another worker may have queued it since)."""
+    one, two = make(1), make(2)
+    two.add([QueueEntry(A + "1"), QueueEntry(A + "2")])           # queued by another worker
+    asked = spy(one, "_first_known")
+    links = [A + "1", A + "2", A + "3"]
+    assert one.first_and_known(None, A + "p", links)[1] == {A + "1", A + "2"}
+    assert len(asked[-1][3]) == 8 * 3                            # three fingerprints sent
+    assert one.first_and_known(None, A + "q", links)[1] == {A + "1", A + "2"}
+    assert len(asked[-1][3]) == 8                                # only A3's: it was not known
+    two.add([QueueEntry(A + "3")])
+    assert one.first_and_known(None, A + "r", links)[1] == set(links)
+    assert one.first_and_known(None, A + "s", links)[1] == set(links) and asked[-1][3] == b""
+    redis_asked = spy(one, "_known")
+    assert one.known(links) == set(links) and redis_asked == []
+    one.add([QueueEntry(A + "4")])
+    assert one.known([A + "4", A + "1"]) == {A + "4", A + "1"}   # what add queued is known here too
+    assert redis_asked == []
+
+
+def test_the_table_of_known_links_has_a_fixed_size_and_never_answers_wrongly(make, monkeypatch):
+    """The worker's table of known fingerprints is allocated once, and the URLs it keeps as
+    strings are a bounded few: a worker's memory does not grow with the URLs the crawl knows.
+    Both are small here, so fingerprints push each other out: those are asked again, and no
+    answer is ever wrong."""
+    from spider.frontier import redisstore
+    monkeypatch.setattr(redisstore, "KNOWN_SLOTS", 4)
+    monkeypatch.setattr(redisstore, "HOT_KNOWN", 10)
+    one = make(1)
+    size = len(one._known_here.table)
+    assert size == 32
+    queued = [f"{A}{i}" for i in range(0, 200, 2)]
+    one.add([QueueEntry(u) for u in queued])
+    everything = [f"{A}{i}" for i in range(200)]
+    for _ in range(2):
+        assert one.known(everything) == set(queued)
+        assert one.first_and_known(None, A + "x", everything)[1] == set(queued)
+        assert len(one._hot) <= 10 + len(queued)   # cleared once past 10, at the next question
+    assert one.known(queued[:5]) == set(queued[:5]) and len(one._hot) <= 10 + 5
+    assert len(one._known_here.table) == size
+
+
+def test_the_scripts_a_page_runs_go_on_the_workers_own_connection(make, monkeypatch):
+    """A worker's claims, questions and settles are sent on a connection of its own thread,
+    written as EVALSHA by the store (redis-py's pool and command path cost a worker more CPU
+    than the script costs Redis). A script Redis does not have yet, or lost (SCRIPT FLUSH, a
+    restarted Redis), goes through redis-py once, which loads it; another thread goes through
+    redis-py, with the same answers."""
+    import threading
+    one = make(1, defer=True)
+    one.add([QueueEntry(f"{A}{i}") for i in range(6)])
+    c = one.claim(1, 0.0, no_delay).claims[0]                     # each script's first run: loaded
+    assert one.first_and_known("h0", c.url, [A + "2", A + "9"]) == (c.url, {A + "2"})
+    assert crawled(one, c)
+    taken = []
+    pool = one.r.connection_pool
+    get = pool.get_connection
+    monkeypatch.setattr(pool, "get_connection", lambda *a, **kw: taken.append(1) or get(*a, **kw))
+    c = one.claim(1, 0.0, no_delay).claims[0]
+    assert one.first_and_known("h1", c.url, [A + "3", A + "8"]) == (c.url, {A + "3"})
+    assert crawled(one, c) and one.add([QueueEntry(A + "7")]) == [QueueEntry(A + "7")]
+    assert taken == []                                            # none from the pool
+    one.r.script_flush()                                          # Redis lost its scripts
+    taken.clear()
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "2"]
+    assert taken != []                                            # redis-py loaded it again
+    taken.clear()
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "3"] and taken == []
+    other: list = []
+    t = threading.Thread(target=lambda: other.append(one.first_and_known(None, A + "x", [A + "4", A + "10"])))
+    t.start()
+    t.join()
+    assert other == [(A + "x", {A + "4"})] and taken != []       # that thread: redis-py's pool
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_block_of_lines_of_several_sources_keeps_each_lines_source(make, batch):
+    """One add of one host's lines from several pages (one score): a pending block whose lines
+    say "the first line's source" in short. Taking its first lines, one a claim or a batch at
+    once, leaves every other line with its own source, in the block and when claimed."""
+    from spider.frontier.redisstore import pending_lines
+    one = make(1, join=True, defer=True, batch=batch)
+    x, y = "http://x.test/p%41", "http://y.test/"
+    sources = [x, y, x, x, y, x, x]
+    one.add([QueueEntry(f"{A}{i}", 1, 0, 0.0, src) for i, src in enumerate(sources)])
+    first = one.claim(1, 0.0, no_delay).claims                   # one URL: the pace is not told yet
+    assert [(c.url, c.entry.source) for c in first] == [(A + "0", x)]
+    got = one.claim(1, 0.0, no_delay).claims                     # a batch of 4, or one
+    assert [(c.url, c.entry.source) for c in got] == [(f"{A}{i}", sources[i]) for i in range(1, 1 + len(got))]
+    members = one.r.zrange(one.per_host("q", "a.test"), 0, -1, withscores=True)
+    left = [line.decode().split("\t") for m, key in members for line, _ in pending_lines(m, key)]
+    assert [(f[0], f[4]) for f in left] == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]
+    rest = claim_all(one, 1)
+    assert rest == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import socket
 import threading
 import time
@@ -75,6 +76,9 @@ BUCKET_BITS = 12             # 4,096 fingerprint strings
 ADD_BATCH = 500              # entries per add script: one script must not hold Redis for long
 LIST_OF = {"failed": "failed", "rejected": "rejected"}   # a settle's record goes to this log, else crawled
 COUNTED = ("crawled", "failed", "hop", "rejected", "rechecked")
+CLAIM_BATCH = 4              # a crawl's worker at --delay 0 claims up to this many URLs of a host at once
+KNOWN_SLOTS = 1 << 15        # a worker's table of fingerprints Redis said it knows: 256 KB, fixed
+HOT_KNOWN = 4096             # of those, the URLs seen lately kept as strings too (a site's menus fit)
 
 _LUA_COMMON = r"""
 local PFX, OPS = ARGV[1], nil
@@ -166,20 +170,41 @@ local function flush(touched)
   if touched.n ~= 0 then redis.call('HINCRBY', k('counts'), 'pending', touched.n) end
 end
 local function batch() return {hosts = {}, blocks = {}, n = 0} end
--- take the first line of a pending member (a line or a block); the rest stays, scored by its next key
-local function take_first(zkey, member, key)
+-- Take the first lines of a pending member (a line or a block), at most ``m``, and only those
+-- whose keys are below ``below`` (nil: any; the first line always); the rest stays, scored by its
+-- next key. Returns {line, key} pairs. A line ending in TAB '^' has the block's first line's source:
+-- the rest's first line gets it written out, and when the rest's first line has a source of its
+-- own, so do the rest's later '^' lines.
+local function take_lines(zkey, member, key, m, below)
   redis.call('ZREM', zkey, member)
   local lf = string.find(member, '\n', 1, true)
-  if not lf then return member end
+  if not lf then return {{member, key}} end
   local first = string.sub(member, 1, lf - 1)
-  local sp = string.find(member, ' ', lf + 1, true)
-  local rest = string.sub(member, sp + 1)
-  local lf2 = string.find(rest, '\n', 1, true) or (#rest + 1)
-  if string.sub(rest, lf2 - 2, lf2 - 1) == '\t^' then   -- the new first line says its source
-    rest = string.sub(rest, 1, lf2 - 2) .. string.match(first, '[^\t]*$') .. string.sub(rest, lf2)
+  local src = string.match(first, '[^\t]*$')
+  local out, at, k = {{first, key}}, lf + 1, tonumber(key)
+  while true do
+    local sp = string.find(member, ' ', at, true)
+    local nk = k + tonumber(string.sub(member, at, sp - 1))
+    local lf2 = string.find(member, '\n', sp + 1, true)
+    if #out >= m or (below and nk >= below) then
+      local rest = string.sub(member, sp + 1)
+      local head = string.sub(rest, 1, (lf2 and lf2 - sp or #rest + 1) - 1)
+      local own = string.sub(head, -2) ~= '\t^'
+      if not own then head = string.sub(head, 1, -2) .. src end
+      local tail = lf2 and string.sub(rest, lf2 - sp) or ''
+      if own and string.match(head, '[^\t]*$') ~= src then
+        tail = string.gsub(tail .. '\n', '\t%^\n', function() return '\t' .. src .. '\n' end)
+        tail = string.sub(tail, 1, -2)
+      end
+      redis.call('ZADD', zkey, num(nk), head .. tail)
+      return out
+    end
+    local line = string.sub(member, sp + 1, (lf2 or #member + 1) - 1)
+    if string.sub(line, -2) == '\t^' then line = string.sub(line, 1, -2) .. src end
+    out[#out + 1] = {line, num(nk)}
+    if not lf2 then return out end
+    at, k = lf2 + 1, nk
   end
-  redis.call('ZADD', zkey, num(tonumber(key) + tonumber(string.sub(member, lf + 1, sp - 1))), rest)
-  return first
 end
 local function packed_has(bucket, fp)
   local at = 1
@@ -427,7 +452,7 @@ return 1
 # {room, wait ('' none), pending, in flight, host...}: room is what --max-pages still allows (as
 # ``store.claim_limit``), wait the earliest time a host or retry passed over becomes ready.
 _SELECT_FN = r"""
-local function select_hosts(nowarg, limitarg, cap, owner, share, letgo, join)
+local function select_hosts(nowarg, limitarg, cap, owner, share, letgo, join, want)
 local now = tonumber(nowarg)
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', k('leases'), '-inf', num(server_ms()))) do
   holders(host)   -- those whose lease ran out are let go, their URLs back to pending
@@ -447,9 +472,9 @@ end
 local c = redis.call('HMGET', k('counts'), 'pending', 'inflight', 'crawled', 'failed')
 local inflight = tonumber(c[2] or '0')
 local limit = tonumber(limitarg)
-local room = limit
+local room = want or limit   -- the most URLs the claim takes (a batch of one host: more than its hosts)
 if cap ~= '' then
-  room = math.max(0, math.min(limit, tonumber(cap) - tonumber(c[3] or '0') - tonumber(c[4] or '0') - inflight))
+  room = math.max(0, math.min(room, tonumber(cap) - tonumber(c[3] or '0') - tonumber(c[4] or '0') - inflight))
 end
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
@@ -522,13 +547,17 @@ return room, wait, c[1] or '0', inflight, ready
 end
 """
 
+# claim_from: up to ``limit`` URLs, best key first among the hosts of ``slot`` (host -> its next
+# slot after a claim, '0' none); a host whose slot is not '0' gives one URL. ``batch`` (a worker's
+# claim of one host, RedisStore's ``batch``): all from the first URL's host, and more than one
+# only while that host keeps no pace (the pace rule of a shared host then allows no new claim).
 _CLAIM_FN = r"""
-local function claim_from(owner, now, lease, room, limit, slot, join)
+local function claim_from(owner, now, lease, room, limit, slot, join, batch)
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
-local out, taken = {}, 0
+local out, taken, toks, states, done = {}, 0, {}, {}, {}
 while taken < tonumber(limit) do
-  local best, bz, bline, bkey = nil, nil, nil, nil
+  local best, bz, bline, bkey, bpc = nil, nil, nil, nil, nil
   for host, _ in pairs(slot) do
     local nx, pc = slot_pace(host, now)
     local ok = claimable(host, owner, pc, slot[host], join)
@@ -543,32 +572,48 @@ while taken < tonumber(limit) do
       if not z then
         ok = false
       elseif bkey == nil or tonumber(key) < tonumber(bkey) then
-        best, bz, bline, bkey = host, z, line, key
+        best, bz, bline, bkey, bpc = host, z, line, key, pc
       end
     end
     if not ok then slot[host] = nil end
   end
   if best == nil then break end
-  bline = take_first(hk(bz, best), bline, bkey)
-  local tok = hold(best, owner, lease)
+  -- a batch of a host that keeps no pace: the block's next lines too, in key order (not past a recheck)
+  local m, below = 1, nil
+  if batch and not bpc and bz == 'q' then
+    m = math.min(tonumber(limit) - taken, room)
+    local r = redis.call('ZRANGE', hk('r', best), 0, 0, 'WITHSCORES')
+    if r[2] then below = tonumber(r[2]) end
+  end
+  local lines = take_lines(hk(bz, best), bline, bkey, m, below)
+  local tok = toks[best]
+  if tok == nil then tok = hold(best, owner, lease); toks[best] = tok end
   local nxt = slot[best]
   if nxt ~= '0' then
     local cur = redis.call('HGET', hk('h', best), 'next')
     if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', best), 'next', nxt) end
     slot[best] = nil
     later(tonumber(nxt))
+  elseif batch then
+    slot = bpc and {} or {[best] = '0'}
   end
-  in_flight(best, owner, tok, bkey, bline)
-  redis.call('HINCRBY', k('counts'), 'pending', -1)
-  reindex(best)
-  out[#out + 1] = bline
-  out[#out + 1] = tok
-  for _, v in ipairs(redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')) do
-    out[#out + 1] = v or ''
+  done[best] = true
+  local st = states[best]
+  if st == nil or nxt ~= '0' then
+    st = redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')
+    states[best] = st
   end
-  taken = taken + 1
-  if room > 0 and not is_recheck(bline) then room = room - 1 end
+  for _, lk in ipairs(lines) do
+    in_flight(best, owner, tok, lk[2], lk[1])
+    out[#out + 1] = lk[1]
+    out[#out + 1] = tok
+    for i = 1, 5 do out[#out + 1] = st[i] or '' end
+    taken = taken + 1
+    if room > 0 and not is_recheck(lk[1]) then room = room - 1 end
+  end
 end
+if taken > 0 then redis.call('HINCRBY', k('counts'), 'pending', -taken) end
+for host, _ in pairs(done) do reindex(host) end
 return wait, out
 end
 """
@@ -588,26 +633,26 @@ return out
 _CLAIM = _LUA_COMMON + _CLAIM_FN + r"""
 local slot = {}
 for i = 8, #ARGV, 2 do slot[ARGV[i]] = ARGV[i + 1] end
-local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot, ARGV[7])
+local wait, out = claim_from(ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), slot, ARGV[7], false)
 local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
 local head = {wait and string.format('%.17g', wait) or '', c[1] or '0', c[2] or '0'}
 for _, x in ipairs(out) do head[#head + 1] = x end
 return head
 """
 
-# claim in one round trip (a worker's claim of one URL): select and claim in one script, no slot
+# claim in one round trip (a worker's claim): select one host and claim in one script, no slot
 # (the client raises the host's slot after, in its next call: the lease keeps others off the host).
 # ARGV 1 prefix, 2 now, 3 --max-pages ('' none), 4 owner, 5 most hosts ('' no limit), 6 let go,
-# 7 lease ms, 8 join. Returns {room, wait, pending, in flight, line, token, next, delay, failures,
-# reason, pace}.
+# 7 lease ms, 8 join, 9 batch (most URLs of that host, while it keeps no pace). Returns {room,
+# wait, pending, in flight, then per URL: line, token, next, delay, failures, reason, pace}.
 _CLAIM_ONE = _LUA_COMMON + _SELECT_FN + _CLAIM_FN + r"""
-local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8])
+local room, wait, pending, inflight, ready = select_hosts(ARGV[2], '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8], tonumber(ARGV[9]))
 local out = {}
 if #ready > 0 then
   local slot = {}
   for _, host in ipairs(ready) do slot[host] = '0' end
   local w
-  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, 1, slot, ARGV[8])
+  w, out = claim_from(ARGV[4], tonumber(ARGV[2]), ARGV[7], room, tonumber(ARGV[9]), slot, ARGV[8], true)
   if w and (wait == nil or w < wait) then wait = w end
   local c = redis.call('HMGET', k('counts'), 'pending', 'inflight')
   pending, inflight = c[1] or '0', c[2] or '0'
@@ -765,6 +810,78 @@ def fingerprint(url: str) -> bytes:
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
+class _OwnLine:
+    """The connection of one thread of one process (the one that first runs a script here: a
+    worker's own thread) on which the scripts a page runs are sent as EVALSHA written here, not
+    through redis-py's command path (its pool, command packing and checks were 40-70 µs of a
+    worker's CPU a call against ~20). Any other thread or a forked child, a script Redis does not
+    have (NOSCRIPT: loaded, then run), and a connection that fails (sent again on a new one, as
+    redis-py's own retries do) go through redis-py as before; errors are redis-py's."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.conn: Any = None
+        self.owner: tuple[int, int] | None = None   # (pid, thread) the connection is for
+
+    def script(self, source: str) -> Callable[..., Any]:
+        script = self.client.register_script(source)
+        head = b"$7\r\nEVALSHA\r\n$40\r\n" + script.sha.encode() + b"\r\n$1\r\n0\r\n"
+
+        def run(args: list[Any], client: Any = None) -> Any:
+            conn = self._conn() if client is None else None
+            if conn is None:
+                return script(args=args, client=client)
+            out = [b"*%d\r\n" % (len(args) + 3), head]
+            for a in args:
+                if not isinstance(a, bytes):
+                    a = (a if isinstance(a, str) else repr(a)).encode()
+                out += (b"$%d\r\n" % len(a), a, b"\r\n")
+            try:
+                conn.send_packed_command([b"".join(out)], check_health=False)
+                return conn.read_response()
+            except redis.exceptions.NoScriptError:
+                return script(args=args)
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                conn.disconnect()
+                return script(args=args)
+        run.script = script  # type: ignore[attr-defined]
+        return run
+
+    def _conn(self) -> Any:
+        me = (os.getpid(), threading.get_ident())
+        if self.owner is None or self.owner[0] != me[0]:   # the first user, or a fork's child
+            pool = self.client.connection_pool
+            self.conn, self.owner = pool.connection_class(**pool.connection_kwargs), me
+        return self.conn if self.owner == me else None
+
+
+class _KnownHere:
+    """Fingerprints Redis said it knows, kept by this worker so that a page's links that were
+    asked before (menus, the links every page repeats) are not asked again: deduplication never
+    forgets a URL, so a "known" once is known for good. A fixed table (``KNOWN_SLOTS`` slots of
+    8 bytes, allocated once): a worker's memory does not grow with the URLs the crawl knows; a
+    fingerprint whose slot another took is asked again, never answered "known" wrongly."""
+
+    EMPTY = bytes(8)
+
+    def __init__(self, slots: int | None = None) -> None:
+        slots = slots or KNOWN_SLOTS   # a power of two
+        self.mask = slots - 1
+        self.table = bytearray(8 * slots)
+
+    def _at(self, fp: bytes) -> int:
+        # Bytes 2-5: bytes 0-1 pick the Redis bucket, so every slot sees all of them.
+        return (int.from_bytes(fp[2:6], "little") & self.mask) << 3
+
+    def has(self, fp: bytes) -> bool:
+        at = self._at(fp)
+        return self.table[at:at + 8] == fp and fp != self.EMPTY
+
+    def put(self, fp: bytes) -> None:
+        at = self._at(fp)
+        self.table[at:at + 8] = fp
+
+
 class _Seen:
     """``url in store.seen``: asks Redis for the URL's fingerprint bucket."""
 
@@ -829,7 +946,10 @@ class RedisStore:
       flight and comes back pending when its lease runs out. ``settle`` then answers True at once;
       the fencing check is made when it is sent, and a refused settle records nothing.
     - A claim of one URL is one script; the host's slot is raised in the next call (the lease
-      keeps every other worker off the host meanwhile).
+      keeps every other worker off the host meanwhile). With ``batch`` (a crawl's workers at
+      --delay 0), that claim takes up to ``batch`` URLs of its host while the host keeps no pace
+      (no delay, slot, failures or reason): fewer claims a page, and at most ``batch`` URLs of a
+      worker in flight (what a kill -9 of it can make fetched twice).
     - The state of a host this worker leases is the one its claim read, kept until it settles
       there: no other worker changes it while the lease runs (``update_host`` still checks, and
       tries again if it did). ``holds`` answers without asking while the lease cannot have run
@@ -839,7 +959,7 @@ class RedisStore:
     def __init__(self, client: Any, name: str, *, owner: int = 1, machine: str | None = None,
                  max_pages: int | None = None, max_per_host: int | None = None,
                  order: Order | None = None, lease: float = 60.0, max_hosts: int | None = None,
-                 let_go: float = 10.0, defer: bool = False, join: bool = False) -> None:
+                 let_go: float = 10.0, defer: bool = False, join: bool = False, batch: int = 1) -> None:
         self.r = client
         self.prefix = name
         self.owner = owner
@@ -852,6 +972,7 @@ class RedisStore:
         self.let_go = let_go
         self.defer = defer
         self.join = join
+        self.batch = max(1, batch)
         self.seen = _Seen(self)
         self._lifo = "1" if self.order.lifo else "0"
         self._tokens: dict[str, str] = {}   # url -> fencing token of each claim this instance made
@@ -862,12 +983,15 @@ class RedisStore:
         self._ops: list[bytes] = []         # buffered writes, sent with the next script (``_carry``)
         self._ops_lock = threading.Lock()
         self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
-        reg = client.register_script
-        self._add_script, self._requeue_script, self._select = reg(_ADD), reg(_REQUEUE), reg(_SELECT)
-        self._claim_script, self._admit, self._settle = reg(_CLAIM), reg(_ADMIT), reg(_SETTLE)
-        self._reissue, self._renew, self._claim_one = reg(_REISSUE), reg(_RENEW), reg(_CLAIM_ONE)
-        self._flush_script, self._text, self._known = reg(_FLUSH), reg(_TEXT), reg(_KNOWN)
-        self._state, self._put_host, self._first_known = reg(_STATE), reg(_PUT_HOST), reg(_FIRST_AND_KNOWN)
+        self._known_here = _KnownHere()
+        self._hot: set[str] = set()   # URLs of _known_here as strings, lately found (HOT_KNOWN)
+        self._line = _OwnLine(client)
+        reg, fast = client.register_script, self._line.script   # fast: the scripts a page runs
+        self._add_script, self._requeue_script, self._select = fast(_ADD), reg(_REQUEUE), fast(_SELECT)
+        self._claim_script, self._admit, self._settle = fast(_CLAIM), fast(_ADMIT), fast(_SETTLE)
+        self._reissue, self._renew, self._claim_one = reg(_REISSUE), reg(_RENEW), fast(_CLAIM_ONE)
+        self._flush_script, self._text, self._known = fast(_FLUSH), fast(_TEXT), fast(_KNOWN)
+        self._state, self._put_host, self._first_known = fast(_STATE), fast(_PUT_HOST), fast(_FIRST_AND_KNOWN)
         self._pending_on = reg(_PENDING_ON)
 
     @classmethod
@@ -950,23 +1074,56 @@ class RedisStore:
     def known(self, urls: Iterable[str]) -> set[str]:
         """Which URLs Redis has seen: one script for all the links of a page (a GET per link was
         40 round trips a page: bench/redis_overhead.py). URLs all from the last ``add`` are
-        answered from what that add was told (``Spider.add_links_to_queue`` asks right after)."""
+        answered from what that add was told (``Spider.add_links_to_queue`` asks right after),
+        and URLs Redis said it knew are answered here (``_KnownHere``)."""
         todo = list(dict.fromkeys(urls))
         if not todo:
             return set()
         added, self._added = self._added, {}   # answered once: the next question asks Redis
         if added and all(u in added for u in todo):
             return {u for u in todo if added[u]}
-        flags = self._known(args=[self._carry(), b"".join(fingerprint(u) for u in todo)])
-        return {u for u, f in zip(todo, flags) if f == ord("1")}
+        out, ask, fps = self._known_locally(todo)
+        if ask:
+            flags = self._known(args=[self._carry(), fps])
+            out |= self._learn(ask, flags)
+        return out
+
+    def _known_locally(self, urls: list[str]) -> tuple[set[str], list[tuple[str, bytes]], bytes]:
+        """The URLs known here, and the others with their fingerprints (and those joined) to ask.
+        The URLs found known lately are kept as strings (at most ``HOT_KNOWN``, then started
+        again): a page's menu links are answered without hashing them."""
+        here, hot, out, ask = self._known_here, self._hot, set(), []
+        if len(hot) > HOT_KNOWN:
+            hot.clear()
+        for u in urls:
+            if u in hot:
+                out.add(u)
+                continue
+            fp = fingerprint(u)
+            if here.has(fp):
+                out.add(u)
+                hot.add(u)
+            else:
+                ask.append((u, fp))
+        return out, ask, b"".join(fp for _, fp in ask)
+
+    def _learn(self, asked: list[tuple[str, bytes]], flags: bytes) -> set[str]:
+        """Redis's answer ('1' or '0' per URL asked): the known ones, kept here too."""
+        out = set()
+        for (u, fp), f in zip(asked, flags):
+            if f == 49:   # b"1"
+                out.add(u)
+                self._known_here.put(fp)
+        self._hot |= out
+        return out
 
     @_one_line_errors
     def first_and_known(self, text_hash: str | None, url: str, links: Iterable[str]) -> tuple[str, set[str]]:
-        """``first_with_text`` and ``known`` in one script: a page's two questions, one round trip."""
-        todo = list(dict.fromkeys(links))
-        first, flags = self._first_known(args=[self._carry(), text_hash or "", url,
-                                               b"".join(fingerprint(u) for u in todo)])
-        return first.decode("utf-8", "replace"), {u for u, f in zip(todo, flags) if f == ord("1")}
+        """``first_with_text`` and ``known`` in one script: a page's two questions, one round trip
+        (the links known here are not sent)."""
+        out, ask, fps = self._known_locally(list(dict.fromkeys(links)))
+        first, flags = self._first_known(args=[self._carry(), text_hash or "", url, fps])
+        return first.decode("utf-8", "replace"), out | self._learn(ask, flags)
 
     @_one_line_errors
     def counts(self) -> Counts:
@@ -1000,6 +1157,9 @@ class RedisStore:
             got = self._add_script(args=args)
             new += [e for e, ok in zip(batch, got) if ok == 1]
             self._added.update((e.url, ok != 2) for e, ok in zip(batch, got))
+            for a, ok in zip(args[3:], got):
+                if ok != 2:   # queued now, or known already (2: refused by the host budget, not known)
+                    self._known_here.put(a[:8])
         return new
 
     @_one_line_errors
@@ -1030,24 +1190,23 @@ class RedisStore:
     def claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         """Take up to ``limit`` URLs, best key first among hosts that are ready and not another
         worker's, each with its host's lease. One URL (a worker's claim) is one script, its host's
-        slot raised in the next call; more take two: select finds the hosts, then claim takes
+        slot raised in the next call (with ``batch``, up to that many URLs of that host); more take two: select finds the hosts, then claim takes
         their URLs with the slots from ``delay_for`` (one URL per host when it has a delay)."""
         cap = "" if self.max_pages is None else str(self.max_pages)
         share = "" if self.max_hosts is None else str(self.max_hosts)
         since = time.monotonic()
         if limit == 1:
             got = self._claim_one(args=[self._carry(), repr(now), cap, self._who, share, repr(self.let_go),
-                                        self.lease_ms, self._join])
+                                        self.lease_ms, self._join, self.batch])
             room, wait = int(got[0]), _time_or_none(got[1])
             taken = self._taken(got[4:], since)
-            for c in taken:
-                host = host_key(c.url)
+            for host in dict.fromkeys(host_key(c.url) for c in taken):   # a batch is one host's
                 delay = delay_for(host)
                 if delay > 0:
                     self._later_slot(host, self._slot(now, delay))
                 self._tell_pace(host, delay)
-            if taken and room and taken[0].entry.kind != "recheck":
-                room -= 1
+            if room:
+                room = max(0, room - sum(1 for c in taken if c.entry.kind != "recheck"))
             return ClaimResult(taken, int(got[2]), int(got[3]), wait,
                                room == 0 and not taken and wait is None)
         sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go),
