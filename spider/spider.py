@@ -50,6 +50,10 @@ _LONGEST_CACHED = 2048    # a longer base or href is resolved afresh: no huge ke
 _DIRECTORY_REFERENCE = re.compile(
     r"https?://|[A-Za-z0-9._~%!$&'()*+,;=@/-][^\x00-\x20\x7f:\\?#]*(?:\?[^\x00-\x20\x7f#]*)?\Z")
 _MISS = object()
+# This process's pid, for fetch.log's lines: os.getpid() is a system call each time (glibc keeps
+# no cache), once a page; a forked worker sets its own.
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
 @dataclass
@@ -664,7 +668,7 @@ class Spider:
             what, size, ms = result.kind, 0, 0
         else:
             what, size, ms = str(result.status), result.size, int(result.elapsed * 1000)
-        line = f"{utc_stamp(self.clock())}\t{os.getpid()}\t{clean(what)}\t{size}\t{ms}\t{url}\n"
+        line = f"{utc_stamp(self.clock())}\t{_PID[0]}\t{clean(what)}\t{size}\t{ms}\t{url}\n"
         self.store.log("fetch", line)
 
     def _log_error(self, url: str, exc: BaseException) -> None:
