@@ -355,12 +355,21 @@ def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[s
     def admit(url: str, depth: int) -> Optional[str]:   # as spider/crawl.py gives it to the store
         return None if url in seeds else admission.check(url, depth)
 
+    def admit_many(urls: List[str], depth: int) -> List[Optional[str]]:   # (likewise; a tree without it: admit)
+        reasons = admission.check_many(urls, depth)
+        if not seeds.isdisjoint(urls):
+            reasons = [None if url in seeds else r for url, r in zip(urls, reasons)]
+        return reasons
+
+    many = hasattr(admission, "check_many")
     out: Dict[str, float] = {}
     for shape in SHAPES:
         start = _stopped_with_paste(folder, lines)
         t0, c0 = time.perf_counter(), time.process_time()
         store = _crawl_store(FileStore, folder).open(paste_from=start)
         store.admit = admit
+        if many:
+            store.admit_many = admit_many
         first = store.claim(1, time.time(), lambda h: 0.0)
         t1 = time.perf_counter()
         assert first.claims and store.paste_left() > 0

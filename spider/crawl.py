@@ -186,6 +186,12 @@ class Crawl:
         def admit(url: str, depth: int) -> str | None:
             return None if url in seeds else admission.check(url, depth)
 
+        def admit_many(urls: list[str], depth: int) -> list[str | None]:   # (admit of each, a paste's run)
+            reasons = admission.check_many(urls, depth)
+            if not seeds.isdisjoint(urls):
+                reasons = [None if url in seeds else r for url, r in zip(urls, reasons)]
+            return reasons
+
         for problem in tidy(self.folder):
             self._say(f"warning: {problem}")
         # Lines only pasted after a clean stop are judged during the crawl (frontier/paste.py).
@@ -205,7 +211,7 @@ class Crawl:
         def new_store() -> FileStore:
             store = FileStore(self.folder, max_pages=cfg.max_pages, max_per_host=cfg.max_pages_per_host,
                               order=order_of(cfg), only=cfg.discover, seeds=cfg.seeds, shared=True)
-            store.admit = admit
+            store.admit, store.admit_many = admit, admit_many
             return store
 
         store = new_store().open(paste_from=paste)

@@ -168,34 +168,55 @@ class _PlainTest:
         self.dated = rules.calendar is not None or rules.calendar_past is not None
         # The rule lowercases the keys: a name that is not in lowercase matches none.
         self.keys = frozenset(n for n in rules.presentation_params or () if n == n.lower())
+        # Where one of them may begin a parameter's name (after "?" or "&"): a run without it needs no look at each.
+        self.key_at = re.compile("[?&](?:%s)" % "|".join(map(re.escape, sorted(self.keys)))) if self.keys else None
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
-        if len(url) > self.length or self.off or not url.isascii():
-            return False
-        rest = url.find("://")   # (the rules read what follows it)
-        if rest < 0:
-            return False
-        q = url.find("?", rest)
-        slashes = url.count("/") - 2
-        if slashes > self.segments:
-            return False
-        if slashes >= self.repeats:
-            parts = (url[rest:q] if q >= 0 else url[rest:]).split("/")
-            if len(set(parts)) < len(parts):
-                return False
-        if q >= 0:
-            if url.count("&", q) >= self.params:
-                return False
-            query = url[q + 1:].lower()
-            if self.dated and "year=" in query:
-                return False
-            if self.keys:
-                for kv in query.split("&"):
-                    if kv.partition("=")[0] in self.keys:
-                        return False
-        # (no date without one of these: most URLs are spared the search)
-        return not self.dated or not ("19" in url or "20" in url or "21" in url) or self.DATE.search(url) is None
+        return self.clear_many([url])[0]
+
+    def clear_many(self, urls: list[str]) -> list[bool]:
+        """``clear`` of each URL. What would be searched in each URL (the presentation keys,
+        "year=", a date) is searched once in all of them first, and in each only if found."""
+        if self.off:
+            return [False] * len(urls)
+        block = "\n".join(urls)
+        low = block.lower()   # (an ASCII URL's lowercase is in it, whatever its neighbours)
+        keys = self.keys if self.key_at is not None and self.key_at.search(low) else ()
+        year = self.dated and "year=" in low
+        dated = self.dated and self.DATE.search(block) is not None   # (no "\n" in a date)
+        length, segments, repeats, params = self.length, self.segments, self.repeats, self.params
+        out: list[bool] = []
+        put = out.append
+        for url in urls:
+            put(False)   # until cleared
+            if len(url) > length or not url.isascii():
+                continue
+            rest = url.find("://")   # (the rules read what follows it)
+            if rest < 0:
+                continue
+            slashes = url.count("/") - 2
+            if slashes > segments:
+                continue
+            q = url.find("?", rest)
+            if slashes >= repeats:
+                parts = (url[rest:q] if q >= 0 else url[rest:]).split("/")
+                if len(set(parts)) < len(parts):
+                    continue
+            if q >= 0:
+                if url.count("&", q) >= params:
+                    continue
+                if year or keys:
+                    query = url[q + 1:].lower()
+                    if year and "year=" in query:
+                        continue
+                    if keys and any(kv.partition("=")[0] in keys for kv in query.split("&")):
+                        continue
+            # (no date without one of these: most URLs are spared the search)
+            if dated and ("19" in url or "20" in url or "21" in url) and self.DATE.search(url):
+                continue
+            out[-1] = True
+        return out
 
 
 class Admission:
@@ -231,6 +252,32 @@ class Admission:
         if depth > self.max_depth:
             return "depth"
         return None
+
+    def check_many(self, urls: list[str], depth: int) -> list[str | None]:
+        """``[self.check(url, depth) for url in urls]`` in one call (a pasted stretch): the scope's
+        answer looked up per host, and a URL the plain test clears needs nothing else. Any other
+        URL, and every URL when deny/allow patterns, the prefix scope or ``depth`` could refuse,
+        is asked of ``check`` (tests/test_admission_shortcuts.py checks the two agree)."""
+        check = self.check
+        scope = self.scope
+        if self.deny or self.allow or depth > self.max_depth or scope.mode == "prefix":
+            return [check(url, depth) for url in urls]
+        answers: dict[str, bool] = scope._answers  # type: ignore[attr-defined]
+        allows = scope.allows
+        out: list[str | None] = []
+        put = out.append
+        for url, plain in zip(urls, self._plain.clear_many(urls)):
+            end = url.find("/", 8)
+            ok = answers.get(url[:end] if end >= 0 else url)
+            if ok is None:
+                ok = allows(url)
+            if ok and plain:
+                put(None)
+            elif not ok and len(url) <= MAX_URL_LENGTH:
+                put("scope")
+            else:
+                put(check(url, depth))
+        return out
 
     def _today(self) -> datetime.date:
         """Today's UTC date, built once a day rather than once per URL."""

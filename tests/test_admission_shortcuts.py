@@ -119,3 +119,44 @@ def test_the_plain_test_reads_the_query_where_the_rules_do() -> None:
     url = "a?b" + "http://a.test/p?view=1"
     assert TrapRules().check(url, TODAY) == "presentation-params"
     assert not _PlainTest(TrapRules()).clear(url)
+
+
+def _admission(rules: TrapRules, mode: str, any_port: bool, patterns: int) -> Admission:
+    cfg = _config(mode, any_port)
+    if patterns == 0:
+        cfg = CrawlConfig(seeds=cfg.seeds, scope=mode, any_port=any_port)
+    elif patterns == 2:
+        cfg = CrawlConfig(seeds=cfg.seeds, scope=mode, any_port=any_port, allow=(r"a\.test",))
+    admission = Admission(cfg, clock=lambda: 1796169600.0)   # 2026-12-02
+    admission.traps, admission._plain = rules, _PlainTest(rules)   # (each rule set of RULES)
+    return admission
+
+
+@PROPERTY
+@given(st.lists(st.one_of(URLS, ODD), max_size=30), st.sampled_from(RULES), st.sampled_from(["host", "domain", "prefix"]),
+       st.booleans(), st.integers(0, 2), st.integers(0, 3))
+def test_a_run_admitted_at_once_gets_the_answers_of_each_url_asked_alone(urls: list[str], rules: TrapRules, mode: str,
+                                                                       any_port: bool, patterns: int, depth: int) -> None:
+    alone, at_once = _admission(rules, mode, any_port, patterns), _admission(rules, mode, any_port, patterns)
+    want = [alone.check(url, depth) for url in urls]
+    assert at_once.check_many(urls, depth) == want
+    assert at_once.check_many(urls[::-1], depth) == want[::-1]   # (the scope's answers kept from the first time)
+
+
+@PROPERTY
+@given(st.lists(st.one_of(URLS, ODD), max_size=30), st.sampled_from(RULES))
+def test_the_plain_test_of_a_run_is_that_of_each_url_alone(urls: list[str], rules: TrapRules) -> None:
+    plain = _PlainTest(rules)
+    got = plain.clear_many(urls)
+    assert got == [plain.clear_many([url])[0] for url in urls]
+    for url, clear in zip(urls, got):
+        assert not clear or rules.check(url, TODAY) is None, url
+
+
+def test_a_run_searched_at_once_still_asks_each_url_that_may_trip_a_rule() -> None:
+    # The run as a whole has a presentation key, "year=", a date: only the URLs that have it are not cleared.
+    plain = _PlainTest(TrapRules())
+    urls = ["http://a.test/p?v=1", "http://a.test/q?sort=1", "http://a.test/r?x=1&year=2024", "http://a.test/2024-01-05/x",
+            "http://a.test/s?page=2", "http://a.test/t?id=view", "http://a.test/u?v=1&Sort=2", "http://a.test/v?v=sort"]
+    assert plain.clear_many(urls) == [True, False, False, False, True, True, False, True]
+    assert plain.clear_many(urls[:1] + urls[4:6] + urls[7:]) == [True] * 4

@@ -12,9 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spider.frontier import paste as pastes
+from spider.config import CrawlConfig
+from spider.frontier.files import _Staged
 from spider.frontier.seen import SeenSet
+from spider.scope import Admission, _PlainTest
 from spider.records import QueueEntry, is_data, rejected_line
 from spider.urls import host_key
+
+from test_admission_shortcuts import RULES, URLS
 
 HORIZON = time.time() + pastes.FAR_AHEAD
 
@@ -86,14 +91,19 @@ POOL = [
 KNOWN = ["http://paste.test/p/2.html", "http://a.test/x", "http://paste.test/no/3"]
 
 
-def _both(lines: list[bytes], known: list[str], admit, cap, live_mod: int, first: int = 7) -> None:
+def _both(lines: list[bytes], known: list[str], admit, cap, live_mod: int, first: int = 7, admit_many=None,
+          staged: bool = False) -> None:
     data = b"".join(line + b"\n" for line in lines)
     seen_a, seen_b = SeenSet(known, stable=True), SeenSet(known, stable=True)
     budget_a: dict[str, int] = {"a.test": 1}
     budget_b = dict(budget_a)
     live = (lambda off: off % live_mod != 0) if live_mod else None
-    got = pastes.judge_stretch(data, first, seen_a, admit, cap=cap, admitted=budget_a, live=live,
-                               start=1000, horizon=HORIZON)
+    judged = _Staged(seen_a) if staged else seen_a
+    got = pastes.judge_stretch(data, first, judged, admit, cap=cap, admitted=budget_a, live=live,
+                               start=1000, horizon=HORIZON, admit_many=admit_many)
+    if staged:   # (the store writes the lines, then the table learns them)
+        assert len(seen_a) == len(known)
+        seen_a.add_many(judged.fresh)
     want = one_by_one(data, first, seen_b, admit, cap=cap, admitted=budget_b, live=live, start=1000)
     assert got == want
     assert budget_a == budget_b
@@ -141,3 +151,62 @@ def test_fingerprints_in_one_call_are_those_of_one_key_at_a_time() -> None:
     keys = ["http://a.test/", "http://a.test/\u00e9", "x\udcff", ""] + [f"http://b.test/{k}" for k in range(100)]
     for seen in (SeenSet(stable=True), SeenSet()):
         assert seen.fingerprints(keys) == [seen.fingerprint(k) for k in keys]
+
+
+def refuse_many(urls: list[str], depth: int) -> list[str | None]:
+    return [refuse_some(url, depth) for url in urls]
+
+
+def crawl_admission(rules, mode: str):
+    """``admit`` and ``admit_many`` as spider/crawl.py gives them to the store, with ``rules``."""
+    seeds = {"http://paste.test/", "https://a.test/x"}
+    admission = Admission(CrawlConfig(seeds=tuple(sorted(seeds)), scope=mode), clock=lambda: 1796169600.0)
+    admission.traps, admission._plain = rules, _PlainTest(rules)
+
+    def admit(url: str, depth: int) -> str | None:
+        return None if url in seeds else admission.check(url, depth)
+
+    def admit_many(urls: list[str], depth: int) -> list[str | None]:
+        reasons = admission.check_many(urls, depth)
+        if not seeds.isdisjoint(urls):
+            reasons = [None if url in seeds else r for url, r in zip(urls, reasons)]
+        return reasons
+
+    return admit, admit_many
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(POOL), URLS.map(str.encode)), max_size=40), st.sampled_from(RULES),
+       st.sampled_from(["host", "domain", "prefix"]), st.sampled_from([None, 2]), st.booleans())
+def test_runs_admitted_at_once_are_judged_as_each_line_alone(lines: list[bytes], rules, mode: str, cap,
+                                                              staged: bool) -> None:
+    admit, admit_many = crawl_admission(rules, mode)
+    _both(lines, KNOWN, admit, cap, 0, admit_many=admit_many, staged=staged)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(POOL), max_size=40), st.sampled_from([None, refuse_some]), st.sampled_from([0, 3]))
+def test_a_staged_table_judges_as_the_table_itself(lines: list[bytes], admit, live_mod: int) -> None:
+    _both(lines, KNOWN, admit, None, live_mod, admit_many=refuse_many if admit else None, staged=True)
+
+
+def test_every_kind_of_line_admitted_a_run_at_once() -> None:
+    lines = POOL * 3 + [b"http://paste.test/", b"https://a.test/x", b"http://paste.test/p/" + b"a/" * 20]
+    for rules in RULES:
+        for mode in ("host", "domain", "prefix"):
+            admit, admit_many = crawl_admission(rules, mode)
+            _both(lines, KNOWN, admit, None, 0, admit_many=admit_many, staged=True)
+            _both(lines, KNOWN, admit, None, 0, admit_many=admit_many)
+
+
+def test_a_table_asked_and_filled_at_once_answers_as_one_at_a_time() -> None:
+    members = [f"http://a.test/{k}" for k in range(0, 900, 3)]
+    fps = [SeenSet(stable=True).fingerprint(f"http://a.test/{k % 700}") for k in range(2000)]
+    one, many = SeenSet(members, stable=True), SeenSet(members, stable=True)
+    assert many.has_many(fps) == [one.has(fp) for fp in fps]
+    assert many.add_many(fps) == [one.add_fingerprint(fp) for fp in fps]
+    assert len(many) == len(one) == 766 and many.has_many(fps) == [True] * 2000
+    staged, alone = _Staged(SeenSet(members, stable=True)), _Staged(SeenSet(members, stable=True))
+    assert staged.add_many(fps) == [alone.add_fingerprint(fp) for fp in fps]
+    assert staged.fresh == alone.fresh and len(staged.fresh) == 466
+    assert len(staged.table) == 300   # (the table learns them only when the store tells it)

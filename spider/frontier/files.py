@@ -251,6 +251,12 @@ class _Staged:
         self.fresh.add(fp)
         return True
 
+    def add_many(self, fps: list[int]) -> list[bool]:
+        """``add_fingerprint`` of each in turn (the table asked once for all of them)."""
+        fresh = self.fresh
+        add = fresh.add   # (returns None: "not add(fp)" is True, and fp is held apart)
+        return [not known and fp not in fresh and not add(fp) for fp, known in zip(fps, self.table.has_many(fps))]
+
 
 class FileStore:
     """The frontier of one project folder, shared by every worker through its files."""
@@ -294,6 +300,7 @@ class FileStore:
         self.warn: Callable[[str], None] = _warn   # says what the store did about a hand edit
         # Why the crawl's settings refuse a URL (scope, depth, traps), for pasted lines; None: never.
         self.admit: Callable[[str, int], str | None] | None = None
+        self.admit_many: Callable[[list[str], int], list[str | None]] | None = None   # (admit's, a run at once)
         self.needs_recovery = False   # open(paste_from=...) found no saved view to go on from
         self._paste_warned = 0
         self._base = Counts()
@@ -1491,7 +1498,8 @@ class FileStore:
         # A shared table learns the stretch's URLs only once their lines are written (below).
         staged = _Staged(self.seen) if self._shared else None
         judged = pastes.judge_stretch(data, p[2], staged or self.seen, self.admit, cap=self.max_per_host,
-                                      admitted=self._admitted, live=live, start=start, name=QUEUE)
+                                      admitted=self._admitted, live=live, start=start, name=QUEUE,
+                                      admit_many=self.admit_many if self.admit is not None else None)
         for no, err, line in judged.bad:
             self._paste_warned += 1
             if self._paste_warned <= PASTE_WARNINGS:
@@ -1520,8 +1528,7 @@ class FileStore:
                 table = self.seen
                 upto = table.upto(q.ino)   # type: ignore[union-attr]
                 table.begin()   # type: ignore[union-attr]
-                for fp in staged.fresh:
-                    table.add_fingerprint(fp)
+                table.add_many(staged.fresh)
                 table.covered(q.ino, max(upto, q.pos))   # type: ignore[union-attr, arg-type]
         self._journal([f"S\t{start}\t{off}\t{counted}\n"])
 

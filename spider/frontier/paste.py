@@ -96,12 +96,14 @@ _BARE = "\t0\t0\t0\t-\n"   # the rest of the crawler's line for a bare URL (Queu
 def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str, int], str | None] | None,
                   *, cap: int | None = None, admitted: dict[str, int] | None = None,
                   live: Callable[[int], bool] | None = None, start: int = 0, horizon: float | None = None,
-                  name: str = "queue.txt") -> Judged:
+                  name: str = "queue.txt",
+                  admit_many: Callable[[list[str], int], list[str | None]] | None = None) -> Judged:
     """Judge whole pasted lines (``data``, each ending in "\\n", the first of them line number
     ``first`` of ``name``) as recovery judges them: a line that is not a crawlable URL is reported
     with its number, a URL ``admit`` refuses (or over ``cap`` admitted URLs of its host, counted
     in ``admitted``) is rejected with the reason, a URL ``seen`` has is dropped, the rest is
-    admitted and added to ``seen``. ``live(offset)``: is the line at that offset of queue.txt
+    admitted and added to ``seen``. ``admit_many(urls, depth)``, if given, is
+    ``[admit(url, depth) for url in urls]`` in one call (used for runs of plain lines). ``live(offset)``: is the line at that offset of queue.txt
     (``start`` is the offset of ``data``) still to be judged (else skipped)?
 
     Most pastes are bare URLs in their normal form already. Those are found by one match over
@@ -113,6 +115,7 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
     rejected: list[str] = []
     bad: list[tuple[int, str, str]] = []
     fingerprint, has, add = seen.fingerprint, seen.has, seen.add_fingerprint
+    add_many = getattr(seen, "add_many", None)
     if horizon is None:
         horizon = time.time() + FAR_AHEAD
     if admitted is None:
@@ -171,9 +174,12 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
                 take(url, "-", "-", 0, url + _BARE)
         else:   # most lines: the whole run at once, one call a line for each step (map: no loop in Python)
             fps = seen.fingerprints(run)
-            reasons = list(map(admit, run, repeat(0, len(run)))) if admit is not None else None
+            if admit_many is not None:
+                reasons = admit_many(run, 0)
+            else:
+                reasons = list(map(admit, run, repeat(0, len(run)))) if admit is not None else None
             if reasons is None or not any(reasons):   # all admitted: new unless adding says known
-                new = list(compress(run, map(add, fps)))
+                new = list(compress(run, add_many(fps) if add_many is not None else map(add, fps)))
                 urls += new
                 lines += [url + _BARE for url in new]
             else:

@@ -25,7 +25,7 @@ import os
 from array import array
 from hashlib import blake2b
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 _EMPTY = 0
 
@@ -82,6 +82,42 @@ class SeenSet:
             if v == _EMPTY:
                 return False
             i = (i + 1) & mask
+
+    def has_many(self, fps: list[int]) -> list[bool]:
+        """``has`` of each fingerprint, in one call."""
+        table, mask, out = self._table, self._mask, []
+        put = out.append
+        for h in fps:
+            i = h & mask
+            while True:
+                v = table[i]
+                if v == h or v == _EMPTY:
+                    put(v == h)
+                    break
+                i = (i + 1) & mask
+        return out
+
+    def add_many(self, fps: Collection[int]) -> list[bool]:
+        """``add_fingerprint`` of each fingerprint in turn: which were new (room made for all
+        of them first, so the table grows at most once)."""
+        self.reserve(self._count + len(fps))
+        table, mask, out, n = self._table, self._mask, [], 0
+        put = out.append
+        for h in fps:
+            i = h & mask
+            while True:
+                v = table[i]
+                if v == h:
+                    put(False)
+                    break
+                if v == _EMPTY:
+                    table[i] = h
+                    n += 1
+                    put(True)
+                    break
+                i = (i + 1) & mask
+        self._count += n
+        return out
 
     def add(self, key: str) -> bool:
         """Insert ``key``; True when it was not there before."""
