@@ -131,6 +131,24 @@ def test_a_host_with_nothing_left_is_let_go(make, redis_server):  # noqa: F811
     assert urls(two.claim(5, 0.0, no_delay)) == [A + "3"]
 
 
+def test_a_settle_does_not_renew_the_lease(make):
+    """The lease thread renews a worker's leases every second and each claim of the host does:
+    a settle only ends the claim (and lets the host go when nothing is left), without the five
+    commands a page a renewal cost Redis. The fencing and the letting go are unchanged."""
+    one = make(1)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    [c] = one.claim(1, 0.0, no_delay).claims
+    far = b"99999999999999"                                     # an expiry no renewal would write
+    held = one.r.hget(one.per_host("l", "a.test"), one._who)
+    one.r.hset(one.per_host("l", "a.test"), one._who, far + held[held.index(b"\t"):])
+    assert crawled(one, c)
+    assert one.r.hget(one.per_host("l", "a.test"), one._who).split(b"\t")[0] == far
+    [c] = one.claim(1, 0.0, no_delay).claims                    # a claim renews it
+    assert one.r.hget(one.per_host("l", "a.test"), one._who).split(b"\t")[0] != far
+    assert crawled(one, c)                                      # nothing left: let go
+    assert one.r.hget(one.per_host("l", "a.test"), one._who) is None
+
+
 def test_reissue_ends_the_dead_workers_leases(make):
     one, two = make(1), make(2)
     one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])

@@ -354,7 +354,7 @@ local function maybe_release(host, owner)
   if not busy(host, owner) then end_lease(host, owner) end
 end
 -- settle a claim (RedisStore.settle): 1, or 0 when it is no longer this owner's (lease lost)
-local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb, lease)
+local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb)
   local f = hk('f', host)
   local cur = redis.call('HGET', f, url)
   if not cur then return 0 end
@@ -369,7 +369,9 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
     redis.call('HINCRBY', k('counts'), kind, 1)
   end
   if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
-  if extend(host, owner, lease) then maybe_release(host, owner) end
+  -- the lease is not renewed here (5 commands a page): the lease thread renews it every second
+  -- and each claim of the host does, so a settle only asks whether this owner still holds it
+  if redis.call('HEXISTS', hk('l', host), owner) == 1 then maybe_release(host, owner) end
   return 1
 end
 -- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
@@ -400,7 +402,7 @@ if OPS then
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
     elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
     elseif op == 'P' then redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
-    elseif op == 'S' then settle(unpack(f, i + 1, i + 13)); i = i + 14
+    elseif op == 'S' then settle(unpack(f, i + 1, i + 12)); i = i + 13
     else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
   end
 end
@@ -689,11 +691,11 @@ return {'ok', string.format('%.17g', start), tok}
 """
 
 # settle: ARGV 1 prefix, 2 lifo, 3 host, 4 owner, 5 url, 6 token ('' any), 7 kind, 8 log name,
-# 9 record ('' none), then for a requeue: 10 host, 11 score, 12 line, 13 not_before; 14 lease ms.
+# 9 record ('' none), then for a requeue: 10 host, 11 score, 12 line, 13 not_before.
 # Returns 1, or 0 when the claim is no longer this owner's (lease lost): nothing recorded.
 _SETTLE = _LUA_COMMON + r"""
 return settle(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11],
-              ARGV[12], ARGV[13], ARGV[14])
+              ARGV[12], ARGV[13])
 """
 
 # reissue: ARGV 1 prefix, 2 owner. Every in-flight URL of a dead owner back to pending, its leases ended.
@@ -1296,7 +1298,7 @@ class RedisStore:
         if not any(host_key(u) == host for u in self._tokens):
             self._drop(host)   # the settle may let the host go (nothing else of ours in flight there)
         fields = [self._lifo, host, f"{self.machine}/{claim.owner}", claim.url, token, kind,
-                  LIST_OF.get(kind, "crawled"), record or "", *again, str(self.lease_ms)]
+                  LIST_OF.get(kind, "crawled"), record or "", *again]
         if self.defer:
             self._buffer("S", *fields)
             return True
