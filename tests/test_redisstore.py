@@ -841,6 +841,28 @@ def test_a_worker_at_no_delay_claims_a_batch_of_its_host_while_the_host_keeps_no
     assert capped.claim(1, 0.0, no_delay).finished
 
 
+def test_a_batch_claim_puts_its_urls_in_flight_with_one_write_of_each_kind(make):
+    """A batch's URLs go in flight with one HSET of their fields and one count of each kind
+    (in flight, the owner's), not four commands a URL; the counts and settles are as before."""
+    one = make(1, join=True, defer=True, batch=4)
+    one.add([QueueEntry(f"{A}{i}") for i in range(10)])
+    [c] = one.claim(1, 0.0, no_delay).claims
+    assert crawled(one, c)
+    one.flush()
+    one.r.config_resetstat()
+    got = one.claim(1, 0.0, no_delay)
+    assert len(got.claims) == 4
+    stats = one.r.info("commandstats")
+    assert stats["cmdstat_hincrby"]["calls"] == 3      # in flight, the owner's, pending
+    assert stats["cmdstat_sadd"]["calls"] == 1         # the host among those with URLs in flight
+    c = one.refresh()
+    assert (c.pending, c.in_flight, c.in_flight_by_owner) == (5, 4, {1: 4})
+    assert all(crawled(one, x) for x in got.claims)
+    one.flush()
+    c = one.refresh()
+    assert (c.pending, c.in_flight, c.crawled) == (5, 0, 5)
+
+
 def urls_of(claims) -> list[str]:
     return [c.url for c in claims]
 

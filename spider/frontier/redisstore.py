@@ -340,11 +340,18 @@ local function busy(host, owner)
   end
   return false
 end
-local function in_flight(host, owner, tok, key, line)
-  redis.call('HSET', hk('f', host), first_field(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
+-- these lines ({line, key} each) of the host in flight, this owner's under this token: four
+-- commands for the lot (a batch claim's lines), not four a line
+local function in_flight(host, owner, tok, lines)
+  local fields = {}
+  for _, lk in ipairs(lines) do
+    fields[#fields + 1] = first_field(lk[1])
+    fields[#fields + 1] = owner .. '\t' .. tok .. '\t' .. lk[2] .. '\t' .. lk[1]
+  end
+  redis.call('HSET', hk('f', host), unpack(fields))
   redis.call('SADD', k('fhosts'), host)
-  redis.call('HINCRBY', k('counts'), 'inflight', 1)
-  redis.call('HINCRBY', k('owners'), owner, 1)
+  redis.call('HINCRBY', k('counts'), 'inflight', #lines)
+  redis.call('HINCRBY', k('owners'), owner, #lines)
 end
 -- let go of a host that has nothing left for this holder
 local function maybe_release(host, owner)
@@ -605,8 +612,8 @@ while taken < tonumber(limit) do
     st = redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')
     states[best] = st
   end
+  if #lines > 0 then in_flight(best, owner, tok, lines) end
   for _, lk in ipairs(lines) do
-    in_flight(best, owner, tok, lk[2], lk[1])
     out[#out + 1] = lk[1]
     out[#out + 1] = tok
     for i = 1, 5 do out[#out + 1] = st[i] or '' end
@@ -686,7 +693,7 @@ if delay > 0 then
 end
 local tok = hold(host, owner, ARGV[7])
 local seq = redis.call('INCR', k('seq'))
-in_flight(host, owner, tok, num(tonumber(ARGV[10]) * 68719476736 + (ARGV[2] == '1' and -seq or seq)), ARGV[11])
+in_flight(host, owner, tok, {{ARGV[11], num(tonumber(ARGV[10]) * 68719476736 + (ARGV[2] == '1' and -seq or seq))}})
 return {'ok', string.format('%.17g', start), tok}
 """
 
