@@ -134,14 +134,17 @@ def test_a_host_with_nothing_left_is_let_go(make, redis_server):  # noqa: F811
 def test_a_settle_does_not_renew_the_lease(make):
     """The lease thread renews a worker's leases every second and each claim of the host does:
     a settle only ends the claim (and lets the host go when nothing is left), without the five
-    commands a page a renewal cost Redis. The fencing and the letting go are unchanged."""
+    commands a page a renewal cost Redis, and it asks no further than a host's lines ready to
+    know it has work left. The fencing and the letting go are unchanged."""
     one = make(1)
     one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
     [c] = one.claim(1, 0.0, no_delay).claims
     far = b"99999999999999"                                     # an expiry no renewal would write
     held = one.r.hget(one.per_host("l", "a.test"), one._who)
     one.r.hset(one.per_host("l", "a.test"), one._who, far + held[held.index(b"\t"):])
+    one.r.config_resetstat()
     assert crawled(one, c)
+    assert one.r.info("commandstats")["cmdstat_zcard"]["calls"] == 1   # A2 ready: the host is kept
     assert one.r.hget(one.per_host("l", "a.test"), one._who).split(b"\t")[0] == far
     [c] = one.claim(1, 0.0, no_delay).claims                    # a claim renews it
     assert one.r.hget(one.per_host("l", "a.test"), one._who).split(b"\t")[0] != far
