@@ -131,6 +131,27 @@ def test_a_host_with_nothing_left_is_let_go(make, redis_server):  # noqa: F811
     assert urls(two.claim(5, 0.0, no_delay)) == [A + "3"]
 
 
+def test_a_settle_does_not_renew_the_lease(make):
+    """The lease thread renews a worker's leases every second and each claim of the host does:
+    a settle only ends the claim (and lets the host go when nothing is left), without the five
+    commands a page a renewal cost Redis, and it asks no further than a host's lines ready to
+    know it has work left. The fencing and the letting go are unchanged."""
+    one = make(1)
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    [c] = one.claim(1, 0.0, no_delay).claims
+    far = b"99999999999999"                                     # an expiry no renewal would write
+    held = one.r.hget(one.per_host("l", "a.test"), one._who)
+    one.r.hset(one.per_host("l", "a.test"), one._who, far + held[held.index(b"\t"):])
+    one.r.config_resetstat()
+    assert crawled(one, c)
+    assert one.r.info("commandstats")["cmdstat_zcard"]["calls"] == 1   # A2 ready: the host is kept
+    assert one.r.hget(one.per_host("l", "a.test"), one._who).split(b"\t")[0] == far
+    [c] = one.claim(1, 0.0, no_delay).claims                    # a claim renews it
+    assert one.r.hget(one.per_host("l", "a.test"), one._who).split(b"\t")[0] != far
+    assert crawled(one, c)                                      # nothing left: let go
+    assert one.r.hget(one.per_host("l", "a.test"), one._who) is None
+
+
 def test_reissue_ends_the_dead_workers_leases(make):
     one, two = make(1), make(2)
     one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
@@ -821,6 +842,28 @@ def test_a_worker_at_no_delay_claims_a_batch_of_its_host_while_the_host_keeps_no
     assert len(got.claims) == 2                                          # --max-pages 3 in all
     assert all(crawled(capped, c) for c in got.claims)
     assert capped.claim(1, 0.0, no_delay).finished
+
+
+def test_a_batch_claim_puts_its_urls_in_flight_with_one_write_of_each_kind(make):
+    """A batch's URLs go in flight with one HSET of their fields and one count of each kind
+    (in flight, the owner's), not four commands a URL; the counts and settles are as before."""
+    one = make(1, join=True, defer=True, batch=4)
+    one.add([QueueEntry(f"{A}{i}") for i in range(10)])
+    [c] = one.claim(1, 0.0, no_delay).claims
+    assert crawled(one, c)
+    one.flush()
+    one.r.config_resetstat()
+    got = one.claim(1, 0.0, no_delay)
+    assert len(got.claims) == 4
+    stats = one.r.info("commandstats")
+    assert stats["cmdstat_hincrby"]["calls"] == 3      # in flight, the owner's, pending
+    assert stats["cmdstat_sadd"]["calls"] == 1         # the host among those with URLs in flight
+    c = one.refresh()
+    assert (c.pending, c.in_flight, c.in_flight_by_owner) == (5, 4, {1: 4})
+    assert all(crawled(one, x) for x in got.claims)
+    one.flush()
+    c = one.refresh()
+    assert (c.pending, c.in_flight, c.crawled) == (5, 0, 5)
 
 
 def urls_of(claims) -> list[str]:

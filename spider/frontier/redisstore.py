@@ -340,21 +340,30 @@ local function busy(host, owner)
   end
   return false
 end
-local function in_flight(host, owner, tok, key, line)
-  redis.call('HSET', hk('f', host), first_field(line), owner .. '\t' .. tok .. '\t' .. key .. '\t' .. line)
+-- these lines ({line, key} each) of the host in flight, this owner's under this token: four
+-- commands for the lot (a batch claim's lines), not four a line
+local function in_flight(host, owner, tok, lines)
+  local fields = {}
+  for _, lk in ipairs(lines) do
+    fields[#fields + 1] = first_field(lk[1])
+    fields[#fields + 1] = owner .. '\t' .. tok .. '\t' .. lk[2] .. '\t' .. lk[1]
+  end
+  redis.call('HSET', hk('f', host), unpack(fields))
   redis.call('SADD', k('fhosts'), host)
-  redis.call('HINCRBY', k('counts'), 'inflight', 1)
-  redis.call('HINCRBY', k('owners'), owner, 1)
+  redis.call('HINCRBY', k('counts'), 'inflight', #lines)
+  redis.call('HINCRBY', k('owners'), owner, #lines)
 end
 -- let go of a host that has nothing left for this holder
 local function maybe_release(host, owner)
-  if redis.call('ZCARD', hk('q', host)) + redis.call('ZCARD', hk('r', host)) + redis.call('ZCARD', hk('d', host)) > 0 then
+  -- one ZCARD while the host has lines ready (the usual case), not three
+  if redis.call('ZCARD', hk('q', host)) > 0 or redis.call('ZCARD', hk('r', host)) > 0
+     or redis.call('ZCARD', hk('d', host)) > 0 then
     return
   end
   if not busy(host, owner) then end_lease(host, owner) end
 end
 -- settle a claim (RedisStore.settle): 1, or 0 when it is no longer this owner's (lease lost)
-local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb, lease)
+local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost, rscore, rline, rnb)
   local f = hk('f', host)
   local cur = redis.call('HGET', f, url)
   if not cur then return 0 end
@@ -369,7 +378,9 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
     redis.call('HINCRBY', k('counts'), kind, 1)
   end
   if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
-  if extend(host, owner, lease) then maybe_release(host, owner) end
+  -- the lease is not renewed here (5 commands a page): the lease thread renews it every second
+  -- and each claim of the host does, so a settle only asks whether this owner still holds it
+  if redis.call('HEXISTS', hk('l', host), owner) == 1 then maybe_release(host, owner) end
   return 1
 end
 -- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
@@ -400,7 +411,7 @@ if OPS then
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
     elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
     elseif op == 'P' then redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
-    elseif op == 'S' then settle(unpack(f, i + 1, i + 13)); i = i + 14
+    elseif op == 'S' then settle(unpack(f, i + 1, i + 12)); i = i + 13
     else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
   end
 end
@@ -603,8 +614,8 @@ while taken < tonumber(limit) do
     st = redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')
     states[best] = st
   end
+  if #lines > 0 then in_flight(best, owner, tok, lines) end
   for _, lk in ipairs(lines) do
-    in_flight(best, owner, tok, lk[2], lk[1])
     out[#out + 1] = lk[1]
     out[#out + 1] = tok
     for i = 1, 5 do out[#out + 1] = st[i] or '' end
@@ -684,16 +695,16 @@ if delay > 0 then
 end
 local tok = hold(host, owner, ARGV[7])
 local seq = redis.call('INCR', k('seq'))
-in_flight(host, owner, tok, num(tonumber(ARGV[10]) * 68719476736 + (ARGV[2] == '1' and -seq or seq)), ARGV[11])
+in_flight(host, owner, tok, {{ARGV[11], num(tonumber(ARGV[10]) * 68719476736 + (ARGV[2] == '1' and -seq or seq))}})
 return {'ok', string.format('%.17g', start), tok}
 """
 
 # settle: ARGV 1 prefix, 2 lifo, 3 host, 4 owner, 5 url, 6 token ('' any), 7 kind, 8 log name,
-# 9 record ('' none), then for a requeue: 10 host, 11 score, 12 line, 13 not_before; 14 lease ms.
+# 9 record ('' none), then for a requeue: 10 host, 11 score, 12 line, 13 not_before.
 # Returns 1, or 0 when the claim is no longer this owner's (lease lost): nothing recorded.
 _SETTLE = _LUA_COMMON + r"""
 return settle(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11],
-              ARGV[12], ARGV[13], ARGV[14])
+              ARGV[12], ARGV[13])
 """
 
 # reissue: ARGV 1 prefix, 2 owner. Every in-flight URL of a dead owner back to pending, its leases ended.
@@ -1296,7 +1307,7 @@ class RedisStore:
         if not any(host_key(u) == host for u in self._tokens):
             self._drop(host)   # the settle may let the host go (nothing else of ours in flight there)
         fields = [self._lifo, host, f"{self.machine}/{claim.owner}", claim.url, token, kind,
-                  LIST_OF.get(kind, "crawled"), record or "", *again, str(self.lease_ms)]
+                  LIST_OF.get(kind, "crawled"), record or "", *again]
         if self.defer:
             self._buffer("S", *fields)
             return True
