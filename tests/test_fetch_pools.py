@@ -10,7 +10,9 @@ from spider.fetch import Fetcher, Response
 
 
 def _fetcher() -> Fetcher:
-    return Fetcher(CrawlConfig(connect_timeout=1.0, read_timeout=1.0, max_time=2.0))
+    f = Fetcher(CrawlConfig(connect_timeout=1.0, read_timeout=1.0, max_time=2.0))
+    f.direct_http = False   # the pools of urllib3 (https, or with the direct http path off)
+    return f
 
 
 def _adapter(f: Fetcher):  # type: ignore[no-untyped-def]
