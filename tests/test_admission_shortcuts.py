@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -132,6 +133,7 @@ def _admission(rules: TrapRules, mode: str, any_port: bool, patterns: int) -> Ad
     return admission
 
 
+@pytest.mark.slow   # (500 examples: ~4 s; out of the fast subset)
 @PROPERTY
 @given(st.lists(st.one_of(URLS, ODD), max_size=30), st.sampled_from(RULES), st.sampled_from(["host", "domain", "prefix"]),
        st.booleans(), st.integers(0, 2), st.integers(0, 3))
@@ -143,6 +145,7 @@ def test_a_run_admitted_at_once_gets_the_answers_of_each_url_asked_alone(urls: l
     assert at_once.check_many(urls[::-1], depth) == want[::-1]   # (the scope's answers kept from the first time)
 
 
+@pytest.mark.slow   # (500 examples: ~4 s; out of the fast subset)
 @PROPERTY
 @given(st.lists(st.one_of(URLS, ODD), max_size=30), st.sampled_from(RULES))
 def test_the_plain_test_of_a_run_is_that_of_each_url_alone(urls: list[str], rules: TrapRules) -> None:

@@ -783,6 +783,7 @@ def test_resolve_never_raises_and_returns_normal_urls(base: str, href: str) -> N
     assert not any(ch in result for ch in FORBIDDEN)
 
 
+@pytest.mark.slow   # (~4 s; out of the fast subset)
 @PROPERTY_SETTINGS
 @given(bases, href_like)
 def test_resolve_shortcuts_agree_with_the_parser(base: str, href: str) -> None:
