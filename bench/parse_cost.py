@@ -8,10 +8,11 @@ work tree, and parses the same pages with each in interleaved rounds, in this on
 ``--pages`` of Python's HTML documentation (``/usr/share/doc/python3-doc/html/library``, ~90 KB
 and ~300 links a page; Debian's python3-doc) and as many pages of bench/site.py's site (20 KB,
 40 links). Per page: CPU (``time.process_time``) of the whole parse, and of the parse without
-the text hash (``text_hash=False``); minimum and median over the rounds, in ms. Then it says
-whether both versions found the same links, base href, canonical, title and robots flags on
-every page, and on how many pages their text hashes agree (a recrawl sees a page whose hash
-changed as "changed" once).
+the text hash (``text_hash=False``); minimum and median over the rounds, in ms, the median's
+ratio new/base, and the text hash's share of the parse (the medians' difference). Then it says
+whether both versions found the same facts (links, base href, canonical, title, robots flags,
+truncated, dropped and, with ``requisites=True``, the requisites) on every page, and on how many
+pages their text hashes agree (a recrawl sees a page whose hash changed as "changed" once).
 """
 
 from __future__ import annotations
@@ -73,20 +74,28 @@ def cost(module: ModuleType, pages: List[Tuple[str, bytes]], text_hash: bool) ->
     return (time.process_time() - start) / len(pages)
 
 
+def page_facts(page: object) -> tuple:
+    """A ParsedPage's fields, its links as tuples (the two versions' Link classes differ)."""
+    fields = dict(vars(page))
+    fields["links"] = [(x.href, x.nofollow) for x in fields["links"]]
+    del fields["text_hash"]
+    return tuple(sorted(fields.items()))
+
+
 def compare(base: ModuleType, new: ModuleType, pages: List[Tuple[str, bytes]]) -> str:
     same_hash = 0
     differ: List[str] = []
     for url, body in pages:
-        a, b = base.LinkFinder(url).parse(body, "utf-8"), new.LinkFinder(url).parse(body, "utf-8")
-        facts_a = ([(x.href, x.nofollow) for x in a.links], a.base_href, a.canonical, a.title, a.meta_nofollow,
-                   a.meta_noindex, a.truncated)
-        facts_b = ([(x.href, x.nofollow) for x in b.links], b.base_href, b.canonical, b.title, b.meta_nofollow,
-                   b.meta_noindex, b.truncated)
-        if facts_a != facts_b:
-            differ.append(url.rsplit("/", 1)[1])
-        same_hash += a.text_hash == b.text_hash
+        same = True
+        for requisites in (False, True):
+            a = base.LinkFinder(url, requisites=requisites).parse(body, "utf-8")
+            b = new.LinkFinder(url, requisites=requisites).parse(body, "utf-8")
+            if page_facts(a) != page_facts(b) and url.rsplit("/", 1)[1] not in differ:
+                differ.append(url.rsplit("/", 1)[1])
+            same = same and a.text_hash == b.text_hash
+        same_hash += same
     facts = "same facts on every page" if not differ else f"facts differ on {len(differ)}: {' '.join(differ[:8])}"
-    return f"{facts}; same text hash on {same_hash} of {len(pages)} pages"
+    return f"{facts}; same text hash on {same_hash} of {len(pages)} pages (with and without requisites)"
 
 
 def main(argv: List[str] | None = None) -> int:
@@ -108,12 +117,17 @@ def main(argv: List[str] | None = None) -> int:
                 for label, module in (("base", base), ("new", new)):
                     for text_hash in (True, False):
                         runs.setdefault((label, text_hash), []).append(cost(module, pages, text_hash))
-            print(f"  {'version':<8} {'parse, ms/page (min / median)':>30} {'without text hash':>22}")
+            print(f"  {'version':<10} {'parse, ms/page (min / median)':>30} {'without text hash':>22}"
+                  f" {'hash share':>11}")
+            median = {key: statistics.median(values) for key, values in runs.items()}
             for label in ("base", "new"):
                 whole, bare = runs[(label, True)], runs[(label, False)]
-                print(f"  {label + (' ' + args.base if label == 'base' else ''):<8} "
-                      f"{min(whole) * 1e3:>18.2f} / {statistics.median(whole) * 1e3:<9.2f}"
-                      f"{min(bare) * 1e3:>12.2f} / {statistics.median(bare) * 1e3:.2f}")
+                share = (median[(label, True)] - median[(label, False)]) / median[(label, True)]
+                print(f"  {label + (' ' + args.base if label == 'base' else ''):<10} "
+                      f"{min(whole) * 1e3:>18.3f} / {median[(label, True)] * 1e3:<9.3f}"
+                      f"{min(bare) * 1e3:>12.3f} / {median[(label, False)] * 1e3:<9.3f} {share:>6.0%}")
+            print(f"  {'new/base':<10} {median[('new', True)] / median[('base', True)]:>30.2f}"
+                  f" {median[('new', False)] / median[('base', False)]:>22.2f}")
     return 0
 
 

@@ -34,9 +34,10 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
+import threading
 from dataclasses import dataclass, field
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, LexborNode
 
 __all__ = ["Link", "ParsedPage", "LinkFinder", "css_urls", "header_links", "refresh_target", "srcset_urls",
            "stylesheet_urls"]
@@ -173,6 +174,32 @@ class ParsedPage:
     truncated: bool = False
     dropped: int = 0   # links (and requisites) past max_links, not in ``links`` (``requisites``)
     requisites: list[str] = field(default_factory=list)   # with requisites=True: raw URLs, in order
+
+
+_NEW = object.__new__
+
+
+def _followed(href: str) -> Link:
+    """``Link(href, False)``, made without the frozen dataclass' ``__init__`` (two
+    ``object.__setattr__`` calls): 0.17 µs instead of 0.31, for each distinct link of a page."""
+    link = _NEW(Link)
+    fields = link.__dict__
+    fields["href"] = href
+    fields["nofollow"] = False
+    return link
+
+
+_ENGINES = threading.local()
+
+
+def _selector() -> LexborCSSSelector:
+    """This thread's CSS selector engine, for every page: ``tree.css`` makes one per tree and frees it
+    with the tree (3 µs of a 20 KB page). One per thread: a query keeps its results on the engine."""
+    try:
+        return _ENGINES.selector
+    except AttributeError:
+        engine = _ENGINES.selector = LexborCSSSelector()
+        return engine
 
 
 def _codec_for(label: str | bytes | None, *, from_document: bool) -> str | None:
@@ -340,7 +367,7 @@ class LinkFinder:
             query = _REQUISITES_AND_INVISIBLE if want_requisites else _WANTED_AND_INVISIBLE
         else:
             query = _REQUISITES if want_requisites else _WANTED
-        for el in tree.css(query):
+        for el in _selector().find(query, tree.root):
             tag = el.tag
             if tag == "a" or tag == "area" or tag == "iframe" or tag == "frame":
                 attrs = el.attributes   # one dict: ~4x cheaper than two lookups through .attrs
@@ -355,7 +382,7 @@ class LinkFinder:
                 else:   # half of a real page's links are written twice or more (menus): one Link each
                     link = made.get(href)
                     if link is None:
-                        link = made[href] = Link(href, False)
+                        link = made[href] = _followed(href)
                     links.append(link)
             elif tag == "link":
                 attrs = el.attributes
