@@ -448,6 +448,22 @@ class LinkFinder:
         )
 
 
+def _remove_joining_text(elements: list[LexborNode]) -> None:
+    """Remove ``elements`` (in document order) from their tree, the text on both sides of each made one
+    text node, as ``merge_text_nodes`` would make it, without its walk of the whole tree (0.2 ms of an
+    87 KB page): the parser never leaves two text nodes side by side (the Standard appends to the one
+    before), so they meet only where an element was removed. A side of HTML whitespace only is left
+    as it is: the text's separator between the two folds away with it."""
+    for el in elements:
+        before = el.prev
+        el.decompose(recursive=False)
+        if before is not None and before.is_text_node and not before.is_empty_text_node:
+            after = before.next
+            if after is not None and after.is_text_node and not after.is_empty_text_node:
+                after.replace_with((before.text_content or "") + (after.text_content or ""))
+                before.decompose(recursive=False)
+
+
 def _text_hash(tree: LexborHTMLParser, invisible: list[LexborNode], title: str | None) -> str | None:
     """Hash of the visible text (title + body), insensitive to markup.
 
@@ -463,9 +479,7 @@ def _text_hash(tree: LexborHTMLParser, invisible: list[LexborNode], title: str |
     whitespace only are left out of the text (``skip_empty``): between two separators they
     fold away anyway, and the fold is cheaper without them.
     """
-    for el in invisible:
-        el.decompose(recursive=False)
-    tree.merge_text_nodes()   # the runs the removals left, one text node each
+    _remove_joining_text(invisible)
     text = _fold_utf8(tree.text(separator=" ", skip_empty=True))
     if title:
         head = title.encode("utf-8", "surrogatepass")

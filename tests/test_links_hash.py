@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
@@ -79,6 +80,20 @@ def test_whitespace_only_elements_of_every_kind() -> None:
                      f"<p>a <em> {space} </em> b</p>", f"<p>a<script>x</script>{space}<script>y</script>b</p>"):
             body = html.encode()
             assert LinkFinder(URL).parse(body).text_hash == reference_hash(body), repr(html)
+
+
+@pytest.mark.parametrize("html", [
+    "<p>a<script>x</script>b</p>", "<p>a<script>x</script>b<style>y</style>c</p>",
+    "<p>a<script></script><script></script>b</p>", "<p>a<noscript>n<script>s</script>m</noscript>b</p>",
+    "<p>a<title>t</title>b<script>s</script></p>", "a<table><tr><td>x<script>s</script>y</td></tr></table>",
+    "a<table><script>s</script>b</table>c", "<p>a<script>s</script> <script>s</script>b</p>",
+    "<p>a <script>s</script>b</p>", "<p>a\x0b<script>s</script>\x0bb</p>", "<p>a<template>t</template>b</p>",
+    "<p>\xa0<script>s</script>\xa0</p>", "<p><!--c-->a<script>s</script>b<!--d--></p>", "<p>é<style>s</style>\U0001f600</p>",
+])
+def test_the_text_on_both_sides_of_a_hidden_element_is_one_word(html: str) -> None:
+    body = html.encode()
+    for finder in (LinkFinder(URL), LinkFinder(URL, requisites=True)):
+        assert finder.parse(body).text_hash == reference_hash(body), repr(html)
 
 
 def test_scripts_and_styles_are_requisites_and_hidden_text_at_once() -> None:
