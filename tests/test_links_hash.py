@@ -113,3 +113,22 @@ def test_a_typical_page_hashes_as_the_reference() -> None:
     parts += [f"  <p>\n    Some <b>text</b>   caf\u00e9\u00a0lorem\u2003ipsum {i}.\n  </p>\n" for i in range(200)]
     body = "".join(parts + ["</ul></body></html>"]).encode()
     assert LinkFinder(URL).parse(body).text_hash == reference_hash(body)
+
+
+def test_pages_parsed_in_many_threads_at_once_give_what_one_thread_gives() -> None:
+    # Each thread has its own CSS selector engine (a query keeps its results on the engine).
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [("<title>T%d</title><style>x{}</style>" % i + "".join(
+        f'<p>w{i} {j}<script src="/{i}/{j}.js">s()</script> v<a href="/{i}/{j}">l</a><img src="/{i}/{j}.png"></p>'
+        for j in range(60))).encode() for i in range(12)]
+    alone = [LinkFinder(URL, requisites=True).parse(body) for body in bodies]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            together = list(pool.map(lambda body: LinkFinder(URL, requisites=True).parse(body), bodies * 6))
+    finally:
+        sys.setswitchinterval(switch)
+    assert together == alone * 6
+    assert alone[0].links[0].href == "/0/0" and alone[0].requisites[:2] == ["/0/0.js", "/0/0.png"]
