@@ -22,9 +22,9 @@ Design notes:
   elements; the visible-text hash is computed afterwards from the same tree: the invisible
   elements removed (the text on both sides joined where each stood, not by a walk of the whole
   tree), the text taken by lexbor without the whitespace-only text nodes, the whitespace folded
-  on its UTF-8 bytes (``_fold_utf8``). Each walk of an 87 KB page's tree costs ~0.2 ms (its
-  ~4,000 nodes are far apart in memory): the parse makes two, the query and the text. The
-  hash costs 0.07 ms of a 20 KB bench page (0.10 before) and 0.30 of a docs page (0.47).
+  on its UTF-8 bytes (``_fold_utf8``). A walk of an 87 KB page's ~4,000 nodes costs 0.05 ms
+  just after the parse, 0.2 ms cold: the parse makes two, the query's and the text's. The hash
+  costs 0.075 ms of a 20 KB bench page (0.10 before) and 0.35 of a docs page (0.47).
 * The Standard's tree construction scans the stack of open elements for many
   tags, so a document nested thousands deep costs depth x tags.  A document
   with more than ``_MAX_TAGS`` tags is first flattened (every tag that can
