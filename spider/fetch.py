@@ -813,27 +813,39 @@ def _header_pairs(block: bytes) -> tuple[list[tuple[str, str]], http.client.HTTP
 def _first(pairs: list[tuple[str, str]], name: str) -> str | None:
     """``HTTPMessage.get``: the first value of a header."""
     for k, v in pairs:
-        if k.lower() == name:
+        if len(k) == len(name) and k.lower() == name:
             return v
     return None
 
 
 class _Headers:
     """A response's headers read as urllib3's ``HTTPHeaderDict`` reads them (any case; the
-    values of a repeated header joined by ", "), ``items`` one pair per header line."""
+    values of a repeated header joined by ", "), ``items`` one pair per header line, and
+    ``first`` as ``HTTPMessage.get`` (http.client's framing reads that)."""
 
-    __slots__ = ("_joined", "_pairs")
+    __slots__ = ("_joined", "_pairs", "_repeated")
 
     def __init__(self, pairs: list[tuple[str, str]]) -> None:
         self._pairs = pairs
         joined: dict[str, str] = {}
+        repeated = None
         for name, value in pairs:
             key = name.lower()
-            joined[key] = joined[key] + ", " + value if key in joined else value
-        self._joined = joined
+            if key in joined:
+                joined[key] += ", " + value
+                repeated = (repeated or set()) | {key}
+            else:
+                joined[key] = value
+        self._joined, self._repeated = joined, repeated
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._joined.get(name.lower(), default)
+
+    def first(self, key: str) -> str | None:
+        """The first value of a header (``key`` in lower case)."""
+        if self._repeated is not None and key in self._repeated:
+            return _first(self._pairs, key)
+        return self._joined.get(key)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in self._joined
@@ -978,16 +990,16 @@ class _Stream:
         return chunk_left
 
 
-def _check_close(version: int, pairs: list[tuple[str, str]]) -> bool:
+def _check_close(version: int, headers: _Headers) -> bool:
     """http.client's ``_check_close``: does the server close the connection after this response?"""
-    conn = _first(pairs, "connection")
+    conn = headers.first("connection")
     if version == 11:
         return bool(conn and "close" in conn.lower())
-    if _first(pairs, "keep-alive"):
+    if headers.first("keep-alive"):
         return False
     if conn and "keep-alive" in conn.lower():
         return False
-    pconn = _first(pairs, "proxy-connection")
+    pconn = headers.first("proxy-connection")
     return not (pconn and "keep-alive" in pconn.lower())
 
 
@@ -1005,11 +1017,12 @@ class _Reply:
     def __init__(self, direct: "_Direct", wire: _Wire, method: str, target: str) -> None:
         version, status, reason, block = _read_head(wire)
         pairs, msg = _header_pairs(block)
-        te = _first(pairs, "transfer-encoding")
+        headers = _Headers(pairs)
+        te = headers.first("transfer-encoding")
         chunked = bool(te and te.lower() == "chunked")
-        will_close = _check_close(version, pairs)
+        will_close = _check_close(version, headers)
         length = None
-        declared = _first(pairs, "content-length")
+        declared = headers.first("content-length")
         if declared and not chunked:
             with contextlib.suppress(ValueError):
                 length = int(declared)
@@ -1024,7 +1037,7 @@ class _Reply:
             direct.wire = None   # the connection goes with this response
         self._stream = _Stream(wire, will_close, pairs, msg, length, chunked, head)
         self.status, self.reason, self.version = status, reason, version
-        self.headers = headers = _Headers(pairs)
+        self.headers = headers
         self._connection: _Wire | None = wire
         self._pool = direct.keeper
         self._read = 0
