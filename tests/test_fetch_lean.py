@@ -7,6 +7,7 @@ socket servers, so that every odd byte and every connection is known."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import re
@@ -95,6 +96,14 @@ ANSWERS: dict[str, list[bytes | str]] = {
 }
 
 
+def _stop(server: RawServer) -> None:
+    """Close the server and end its accepting thread (a close alone leaves accept() blocked)."""
+    server._stop = True
+    with contextlib.suppress(OSError):
+        server.sock.shutdown(socket.SHUT_RDWR)
+    server.close()
+
+
 def _answer(parts: list[bytes | str]):  # type: ignore[no-untyped-def]
     def serve(server: RawServer, conn: socket.socket, n: int) -> None:
         if n == 0:
@@ -149,7 +158,7 @@ def _run(direct: bool, parts: list[bytes | str], warc: bool, method: str) -> tup
         results = [_plain(f.fetch(server.url("/a"), method=method))] + [_plain(f.fetch(server.url(p))) for p in ("/b", "/c")]
     finally:
         f.close()
-        server.close()
+        _stop(server)
     seen = repr((results, records.exchanges if records else None))
     return re.sub(rb"127\.0\.0\.1:%d|port=%d" % (server.port, server.port), b"PORT", seen.encode()), server.connections
 
@@ -184,7 +193,7 @@ def test_a_direct_response_is_read_without_urllib3s_or_http_clients_response(mon
         assert server.connections == 1
     finally:
         f.close()
-        server.close()
+        _stop(server)
 
 
 def test_the_request_head_is_made_once_for_the_same_headers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,4 +221,4 @@ def test_the_request_head_is_made_once_for_the_same_headers(monkeypatch: pytest.
         assert sent[3][1].endswith(b'If-None-Match: "x"\r\n\r\n')
     finally:
         f.close()
-        server.close()
+        _stop(server)
