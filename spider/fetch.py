@@ -699,13 +699,14 @@ class _Wire:
                 return line
 
     def read1(self, n: int) -> bytes:
-        """As ``BufferedReader.read1(n)``: what is buffered, else one recv; at most ``n`` bytes
-        (any number when ``n`` < 0)."""
+        """As ``BufferedReader.read1(n)``: what is buffered, else one recv (of at most 64 KiB,
+        whatever ``n``: a declared length of 10 GB allocates nothing); at most ``n`` bytes (any
+        number when ``n`` < 0)."""
         data, pos = self.data, self.pos
         if pos >= len(data):
             if n == 0:
                 return b""
-            data = self.sock.recv(max(n, _CHUNK))  # type: ignore[union-attr]
+            data = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
             pos = 0
         if n < 0 or len(data) - pos <= n:
             self.data, self.pos = b"", 0
