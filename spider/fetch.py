@@ -19,6 +19,7 @@ import contextlib
 import email.parser
 import errno
 import http.client
+import logging
 import os
 import _signal
 import re
@@ -346,7 +347,8 @@ class _Body:
 
     def __init__(self, r: requests.Response, encodings: list[str], raw_cap: int, ex: Exchange | None) -> None:
         self._raw = r.raw
-        self._decoder = _Decoder(encodings)
+        self._decoder = _Decoder(encodings) if encodings else None   # None: the bytes as received
+        self._rest = b""   # received, not yet read (no content coding)
         self._raw_cap = raw_cap
         self._ex = ex
         self._received = 0
@@ -356,6 +358,8 @@ class _Body:
         """At most about ``n`` decoded bytes; b"" when what came so far decodes to nothing yet,
         None at the end of the body."""
         try:
+            if self._decoder is None:
+                return self._read_plain(n)
             out = self._decoder.read(n)
             if out or self._eof:
                 return out or None
@@ -376,6 +380,26 @@ class _Body:
             failure = failure_of(e)
             self.cut("time" if failure.kind == "timeout" else "disconnect")
             raise _ReadFailure(failure) from None
+
+    def _read_plain(self, n: int) -> bytes | None:
+        """``read`` of a body without content coding: what the identity decoder would give, without
+        its stages (a few µs a page)."""
+        out = self._rest
+        if not out:
+            if self._eof:
+                return None
+            out = self._raw.read1(_CHUNK, decode_content=False)
+            if not out:
+                self._eof = True
+                if self._ex is not None:
+                    self._ex.complete = True
+                return None
+            self._keep(out)
+        if len(out) > n:
+            self._rest = out[n:]
+            return out[:n]
+        self._rest = b""
+        return out
 
     def cut(self, reason: str) -> None:
         if self._ex is not None:
@@ -635,40 +659,547 @@ class _Keeper:
 
 # Errors of a kept connection the server closed meanwhile, met before any byte of the response.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+_MAXLINE = 65536      # http.client's limits: a longer head line is a LineTooLong,
+_MAXHEADERS = 100     # and this many lines (the blank one included) "got more than 100 headers"
+_log = logging.getLogger("urllib3.response")   # where urllib3 warns of a length with chunked
+
+
+class _Wire:
+    """A kept connection's socket and what came on it not read yet. A new request starts with
+    nothing buffered, as http.client's reader, made anew for each response, did."""
+
+    __slots__ = ("sock", "data", "pos", "timeout")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock: socket.socket | None = sock
+        self.data = b""
+        self.pos = 0
+        self.timeout: float | None = None
+
+    def more(self) -> bool:
+        """One recv added to what is buffered; False at the end of the stream."""
+        got = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        if not got:
+            return False
+        self.data = self.data[self.pos:] + got if self.pos < len(self.data) else got
+        self.pos = 0
+        return True
+
+    def readline(self, limit: int) -> bytes:
+        """As ``BufferedReader.readline(limit)``: up to a b"\\n", ``limit`` bytes or the end."""
+        while True:
+            data, pos = self.data, self.pos
+            i = data.find(b"\n", pos, pos + limit)
+            if i >= 0:
+                self.pos = i + 1
+                return data[pos:i + 1]
+            if len(data) - pos >= limit or not self.more():
+                end = min(len(self.data), self.pos + limit)
+                line, self.pos = self.data[self.pos:end], end
+                return line
+
+    def read1(self, n: int) -> bytes:
+        """As ``BufferedReader.read1(n)``: what is buffered, else one recv (of at most 64 KiB,
+        whatever ``n``: a declared length of 10 GB allocates nothing); at most ``n`` bytes (any
+        number when ``n`` < 0)."""
+        data, pos = self.data, self.pos
+        if pos >= len(data):
+            if n == 0:
+                return b""
+            data = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+            pos = 0
+        if n < 0 or len(data) - pos <= n:
+            self.data, self.pos = b"", 0
+            return data[pos:] if pos else data
+        self.data, self.pos = data, pos + n
+        return data[pos:pos + n]
+
+    def read(self, n: int) -> bytes:
+        """As ``BufferedReader.read(n)``: ``n`` bytes, fewer only at the end of the stream."""
+        parts, got = [], 0
+        while got < n:
+            piece = self.read1(n - got)
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        self.data, self.pos = b"", 0
+        if sock is not None:
+            sock.close()
+
+
+def _status_line(line: bytes) -> tuple[str, int, str]:
+    """http.client's ``_read_status`` of one status line as read (its line end included)."""
+    text = str(line, "iso-8859-1")
+    if len(text) > _MAXLINE:
+        raise http.client.LineTooLong("status line")
+    if not text:   # the server closed the connection before sending a valid response
+        raise http.client.RemoteDisconnected("Remote end closed connection without response")
+    try:
+        version, status, reason = text.split(None, 2)
+    except ValueError:
+        try:
+            version, status = text.split(None, 1)
+            reason = ""
+        except ValueError:
+            version = ""
+    if not version.startswith("HTTP/"):
+        raise http.client.BadStatusLine(text)
+    try:
+        code = int(status)
+    except ValueError:
+        raise http.client.BadStatusLine(text) from None
+    if code < 100 or code > 999:
+        raise http.client.BadStatusLine(text)
+    return version, code, reason
+
+
+def _header_lines(wire: _Wire) -> bytes:
+    """The header block as ``http.client._read_headers`` reads it, line by line, its limits applied."""
+    lines = []
+    while True:
+        line = wire.readline(_MAXLINE + 1)
+        if len(line) > _MAXLINE:
+            raise http.client.LineTooLong("header line")
+        lines.append(line)
+        if len(lines) > _MAXHEADERS:
+            raise http.client.HTTPException(f"got more than {_MAXHEADERS} headers")
+        if line in (b"\r\n", b"\n", b""):
+            return b"".join(lines)
+
+
+def _one_head(wire: _Wire) -> tuple[str, int, str, bytes | None]:
+    """The next status line (version, status, reason) and, when it came whole in what is
+    buffered, the header block after it (else None: the caller reads it line by line).
+
+    The whole head is split at once when it is plain (every line ends in CRLF, within
+    http.client's limits): then its lines are what reading them one by one would give."""
+    if wire.pos >= len(wire.data):
+        wire.more()
+    data, pos = wire.data, wire.pos
+    end = data.find(b"\r\n\r\n", pos, pos + _MAXLINE)
+    if end >= 0:
+        lines = data.count(b"\n", pos, end + 2)
+        if lines <= _MAXHEADERS and lines == data.count(b"\r\n", pos, end + 2):
+            i = data.index(b"\r\n", pos)
+            wire.pos = end + 4
+            return (*_status_line(data[pos:i + 2]), data[i + 2:end + 4])
+    return (*_status_line(wire.readline(_MAXLINE + 1)), None)
+
+
+def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
+    """Version (10, 11), status, reason and header block of the final response, as
+    ``_FinalResponse.begin`` reads them: interim (1xx) responses skipped, 101 kept."""
+    while True:
+        for _ in range(MAX_INTERIM):
+            version, status, reason, block = _one_head(wire)
+            if not 100 < status < 200 or status == 101:
+                break
+            if block is None:
+                _header_lines(wire)   # the interim headers
+        else:
+            raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
+        if status != http.client.CONTINUE:
+            break
+        if block is None:
+            _header_lines(wire)
+    if version in ("HTTP/1.0", "HTTP/0.9"):
+        number = 10
+    elif version.startswith("HTTP/1."):
+        number = 11
+    else:
+        raise http.client.UnknownProtocol(version)
+    return number, status, reason.strip(), _header_lines(wire) if block is None else block
+
+
+def _header_pairs(block: bytes) -> tuple[list[tuple[str, str]], http.client.HTTPMessage | None]:
+    """The (name, value) pairs of a header block as ``parse_headers`` reads them, and the
+    HTTPMessage when the email parser had to make it (else None: made only if asked for)."""
+    text = block.decode("iso-8859-1")
+    if _PLAIN_HEADERS.match(text):
+        pairs = []
+        for line in text.split("\n"):
+            if line and line != "\r":
+                name, _, value = line.partition(":")
+                pairs.append((name, value.lstrip(" \t").rstrip("\r")))
+        ctype = _first(pairs, "content-type")
+        main = ctype.partition(";")[0].strip().lower() if ctype is not None else ""
+        if main.count("/") != 1 or main.partition("/")[0] not in ("multipart", "message"):
+            return pairs, None
+    msg = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(text)
+    return msg.items(), msg
+
+
+def _first(pairs: list[tuple[str, str]], name: str) -> str | None:
+    """``HTTPMessage.get``: the first value of a header."""
+    for k, v in pairs:
+        if len(k) == len(name) and k.lower() == name:
+            return v
+    return None
+
+
+class _Headers:
+    """A response's headers read as urllib3's ``HTTPHeaderDict`` reads them (any case; the
+    values of a repeated header joined by ", "), ``items`` one pair per header line, and
+    ``first`` as ``HTTPMessage.get`` (http.client's framing reads that)."""
+
+    __slots__ = ("_joined", "_pairs", "_repeated")
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
+        joined: dict[str, str] = {}
+        repeated = None
+        for name, value in pairs:
+            key = name.lower()
+            if key in joined:
+                joined[key] += ", " + value
+                repeated = (repeated or set()) | {key}
+            else:
+                joined[key] = value
+        self._joined, self._repeated = joined, repeated
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self._joined.get(name.lower(), default)
+
+    def first(self, key: str) -> str | None:
+        """The first value of a header (``key`` in lower case)."""
+        if self._repeated is not None and key in self._repeated:
+            return _first(self._pairs, key)
+        return self._joined.get(key)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._joined
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._pairs)
+
+
+class _Stream:
+    """A response body framed as http.client's ``HTTPResponse`` frames it (its ``read1``,
+    ``read``, ``close`` and ``isclosed``, chunked bodies, trailers and errors included), read
+    off our own ``_Wire``; ``msg`` is the HTTPMessage, made when asked for (cookies)."""
+
+    __slots__ = ("wire", "owner", "length", "chunked", "chunk_left", "head", "closed", "_open",
+                 "_pairs", "_msg")
+
+    def __init__(self, wire: _Wire, owner: bool, pairs: list[tuple[str, str]],
+                 msg: http.client.HTTPMessage | None, length: int | None, chunked: bool, head: bool) -> None:
+        self.wire, self.owner = wire, owner   # owner: the connection ends with this response
+        self._pairs, self._msg = pairs, msg
+        self.length, self.chunked, self.chunk_left, self.head = length, chunked, None, head
+        self.closed = False   # io's flag: set by close() only
+        self._open = True     # http.client's ``fp is not None``
+
+    @property
+    def msg(self) -> http.client.HTTPMessage:
+        if self._msg is None:
+            msg = self._msg = http.client.HTTPMessage()
+            for name, value in self._pairs:
+                msg.set_raw(name, value)
+            msg.set_payload("")
+        return self._msg
+
+    def isclosed(self) -> bool:
+        return not self._open
+
+    def _close_conn(self) -> None:
+        if self._open:
+            self._open = False
+            if self.owner:
+                self.wire.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self._close_conn()
+
+    def read1(self, n: int = -1) -> bytes:
+        if not self._open or self.head:
+            return b""
+        if self.chunked:
+            return self._read1_chunked(n)
+        length = self.length
+        if length is not None and (n < 0 or n > length):
+            n = length
+        result = self.wire.read1(n)
+        if not result and n:
+            self._close_conn()
+        elif length is not None:
+            self.length = length - len(result)
+        return result
+
+    def read(self, amt: int | None = None) -> bytes:
+        """http.client's ``read``, for urllib3 reading a body for requests (a redirect's)."""
+        if not self._open:
+            return b""
+        if self.head:
+            self._close_conn()
+            return b""
+        if self.chunked:
+            parts: list[bytes] = []
+            try:
+                while amt is None or amt > 0:
+                    piece = self._read1_chunked(-1 if amt is None else amt)
+                    if not piece:
+                        break
+                    parts.append(piece)
+                    if amt is not None:
+                        amt -= len(piece)
+            except http.client.IncompleteRead as e:
+                raise http.client.IncompleteRead(b"".join(parts)) from e
+            return b"".join(parts)
+        if amt is not None:
+            if self.length is not None and amt > self.length:
+                amt = self.length
+            s = self.wire.read(amt)
+            if not s and amt:
+                self._close_conn()
+            elif self.length is not None:
+                self.length -= len(s)
+                if not self.length:
+                    self._close_conn()
+            return s
+        if self.length is None:
+            s = self.wire.read(1 << 62)
+        else:
+            s = self.wire.read(self.length)
+            if len(s) < self.length:
+                self._close_conn()
+                raise http.client.IncompleteRead(s, self.length - len(s))
+            self.length = 0
+        self._close_conn()
+        return s
+
+    def _read1_chunked(self, n: int) -> bytes:
+        chunk_left = self._chunk_left()
+        if chunk_left is None or n == 0:
+            return b""
+        if not 0 <= n <= chunk_left:
+            n = chunk_left
+        got = self.wire.read1(n)
+        self.chunk_left = chunk_left - len(got)
+        if not got:
+            raise http.client.IncompleteRead(b"")
+        return got
+
+    def _chunk_left(self) -> int | None:
+        chunk_left = self.chunk_left
+        if not chunk_left:
+            wire = self.wire
+            if chunk_left is not None:   # the CRLF after a chunk
+                crlf = wire.read(2)
+                if len(crlf) < 2:
+                    raise http.client.IncompleteRead(crlf, 2 - len(crlf))
+            line = wire.readline(_MAXLINE + 1)
+            if len(line) > _MAXLINE:
+                raise http.client.LineTooLong("chunk size")
+            try:
+                chunk_left = int(line.partition(b";")[0], 16)
+            except ValueError:
+                self._close_conn()
+                raise http.client.IncompleteRead(b"") from None
+            if chunk_left == 0:   # the last chunk: trailers follow, up to a blank line
+                while True:
+                    line = wire.readline(_MAXLINE + 1)
+                    if len(line) > _MAXLINE:
+                        raise http.client.LineTooLong("trailer line")
+                    if line in (b"\r\n", b"\n", b""):
+                        break
+                self._close_conn()
+                chunk_left = None
+            self.chunk_left = chunk_left
+        return chunk_left
+
+
+def _check_close(version: int, headers: _Headers) -> bool:
+    """http.client's ``_check_close``: does the server close the connection after this response?"""
+    conn = headers.first("connection")
+    if version == 11:
+        return bool(conn and "close" in conn.lower())
+    if headers.first("keep-alive"):
+        return False
+    if conn and "keep-alive" in conn.lower():
+        return False
+    pconn = headers.first("proxy-connection")
+    return not (pconn and "keep-alive" in pconn.lower())
+
+
+class _Reply:
+    """A response on a ``_Direct`` connection, read as urllib3's ``HTTPResponse`` around
+    http.client's read it for us (``read1`` undecoded, the Content-Length enforced, the errors
+    wrapped as urllib3 wraps them, ``close`` and ``release_conn``), without building either:
+    the head is parsed from the bytes received, the body framed by ``_Stream``."""
+
+    __slots__ = ("status", "reason", "version", "headers", "_stream", "_connection", "_pool",
+                 "length_remaining", "_read", "method", "target")
+    _original_response = None   # _capture reads ``headers`` and ``_connection`` instead
+    version_string = "HTTP/1.1"
+
+    def __init__(self, direct: "_Direct", wire: _Wire, method: str, target: str) -> None:
+        version, status, reason, block = _read_head(wire)
+        pairs, msg = _header_pairs(block)
+        headers = _Headers(pairs)
+        te = headers.first("transfer-encoding")
+        chunked = bool(te and te.lower() == "chunked")
+        will_close = _check_close(version, headers)
+        length = None
+        declared = headers.first("content-length")
+        if declared and not chunked:
+            with contextlib.suppress(ValueError):
+                length = int(declared)
+                if length < 0:   # nonsensical negative lengths are ignored
+                    length = None
+        head = method == "HEAD"
+        if status in (204, 304) or 100 <= status < 200 or head:
+            length = 0
+        if not will_close and not chunked and length is None:
+            will_close = True   # no length: the body ends when the connection does
+        if will_close:
+            direct.wire = None   # the connection goes with this response
+        self._stream = _Stream(wire, will_close, pairs, msg, length, chunked, head)
+        self.status, self.reason, self.version = status, reason, version
+        self.headers = headers
+        self._connection: _Wire | None = wire
+        self._pool = direct.keeper
+        self._read = 0
+        self.method, self.target = method, target
+        self.length_remaining = self._length(headers, status, head)
+
+    @staticmethod
+    def _length(headers: _Headers, status: int, head: bool) -> int | None:
+        """urllib3's ``_init_length``: the length it enforces."""
+        declared = headers.get("content-length")
+        length = None
+        if declared is not None:
+            te = headers.get("transfer-encoding", "").lower()  # type: ignore[union-attr]
+            if "chunked" in (e.strip() for e in te.split(",")):
+                _log.warning("Received response with both Content-Length and Transfer-Encoding set. "
+                             "This is expressly forbidden by RFC 7230 sec 3.3.2. Ignoring "
+                             "Content-Length and attempting to process response as "
+                             "Transfer-Encoding: chunked.")
+                return None
+            try:
+                lengths = {int(v) for v in declared.split(",")}
+                if len(lengths) > 1:
+                    raise urllib3.exceptions.InvalidHeader(
+                        f"Content-Length contained multiple unmatching values ({declared})")
+                length = lengths.pop()
+            except ValueError:
+                length = None
+            else:
+                if length < 0:
+                    length = None
+        if status in (204, 304) or 100 <= status < 200 or head:
+            length = 0
+        return length
+
+    def read1(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
+        """urllib3's ``read1(amt, decode_content=False)``."""
+        if amt is not None and amt < 0:
+            amt = None
+        if amt == 0:
+            return b""
+        stream = self._stream
+        clean = False
+        try:
+            try:
+                data = stream.read1(-1 if amt is None else amt) if not stream.closed else b""
+                if amt is not None and not data:
+                    stream.close()
+                    if self.length_remaining is not None and self.length_remaining != 0:
+                        raise urllib3.exceptions.IncompleteRead(self._read, self.length_remaining)
+                elif not data or self.length_remaining == len(data):
+                    stream.close()   # the body's last bytes
+            except socket.timeout as e:
+                raise ReadTimeoutError(self._pool, None, "Read timed out.") from e  # type: ignore[arg-type]
+            except urllib3.exceptions.IncompleteRead as e:
+                if e.expected is not None and e.partial is not None and e.expected == -e.partial:
+                    arg = "Response may not contain content."
+                else:
+                    arg = f"Connection broken: {e!r}"
+                raise ProtocolError(arg, e) from e
+            except (http.client.HTTPException, OSError) as e:
+                raise ProtocolError(f"Connection broken: {e!r}", e) from e
+            clean = True
+        finally:
+            if not clean:   # the connection is not used again
+                stream.close()
+                if self._connection is not None:
+                    self._connection.close()
+            if not stream._open:
+                self._connection = None   # released: kept for the next request (closed if cut)
+        if data:
+            self._read += len(data)
+            if self.length_remaining is not None:
+                self.length_remaining -= len(data)
+        return data
+
+    def close(self) -> None:
+        """A body not read to its end closes its connection."""
+        if not self._stream.isclosed():
+            self._stream.close()
+        if self._connection is not None:
+            self._connection.close()
+
+    def release_conn(self) -> None:
+        self._connection = None
+
+    def for_requests(self) -> urllib3.HTTPResponse:
+        """urllib3's response around this one's stream, for requests' own path (a cookie to keep,
+        a redirect whose body it reads and decodes): what that path read before."""
+        return urllib3.HTTPResponse(
+            body=self._stream, headers=urllib3.HTTPHeaderDict(self.headers.items()), status=self.status,
+            version=self.version, version_string="HTTP/1.1", reason=self.reason,
+            preload_content=False, decode_content=False, original_response=self._stream,  # type: ignore[arg-type]
+            enforce_content_length=True, request_method=self.method, request_url=self.target,
+            pool=self._pool, connection=self._connection)  # type: ignore[arg-type]
 
 
 class _Direct:
     """One kept keep-alive connection to a plain http origin (no TLS, no proxy), a request sent on
-    it without urllib3's pool and ``urlopen`` (its queue, its "dropped?" poll, the target
-    re-encoded, the timeouts cloned; ~18 % of a worker's samples with http.client's ~12 %).
-    The response is urllib3's own ``HTTPResponse`` around http.client's, as urllib3's connection
-    builds it, so the body is read, length-checked, released and closed as before: a body read to
+    it without urllib3's pool and ``urlopen`` and its response read without urllib3's and
+    http.client's ``HTTPResponse`` (``_Reply``): the request head is one bytes object, made
+    once for the headers sent, and the response head is split from the bytes received.
+
+    urllib3's connection still opens the socket (its options, its connect errors). A body read to
     its end leaves the connection here for the next request, one cut closes it. Errors are the
     ones ``urlopen`` raises with ``retries=0`` (connect errors in a ``MaxRetryError``, a timeout
     for the head as ``ReadTimeoutError``, others as ``ProtocolError("Connection aborted.")``),
     and a request on a kept connection that the server closed is sent again once, on a new one,
     when it failed before any byte of the response came (urllib3 polls for that before sending)."""
 
-    __slots__ = ("conn", "keeper")
+    __slots__ = ("conn", "keeper", "wire", "_heads")
 
     def __init__(self, host: str, port: int) -> None:
-        self.conn = _Connection(host, port)
+        self.conn = _Connection(host, port)   # only connects
         self.keeper = _Keeper(host, port)
+        self.wire: _Wire | None = None
+        self._heads: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 
-    def open(self, method: str, target: str, headers: Mapping[str, str], timeout: TimeoutSauce) -> BaseHTTPResponse:
-        conn = self.conn
-        for fresh in (conn.sock is None, True):
+    def open(self, method: str, target: str, headers: Mapping[str, str], timeout: TimeoutSauce) -> _Reply:
+        if self.wire is not None and self.wire.sock is None:   # closed with a body cut short
+            self.wire = None
+        for fresh in (self.wire is None, True):
+            wire = self.wire
             try:
-                if conn.sock is None:
+                if wire is None:
+                    conn = self.conn
                     conn.timeout = timeout.connect_timeout
                     try:
                         conn.connect()
                     except (ConnectTimeoutError, NewConnectionError) as e:
                         raise MaxRetryError(self.keeper, target, e) from e  # type: ignore[arg-type]
-                conn.timeout = timeout.read_timeout
-                conn.sock.settimeout(conn.timeout)
+                    wire = self.wire = _Wire(conn.sock)
+                    conn.sock = None   # ours now
+                if wire.timeout != timeout.read_timeout:
+                    wire.timeout = timeout.read_timeout
+                    wire.sock.settimeout(wire.timeout)  # type: ignore[union-attr]
+                wire.data, wire.pos = b"", 0
                 try:
-                    self._put(method, target, headers)
+                    wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
                 except BrokenPipeError:   # as urllib3: the response may still be readable
                     if not fresh:
                         raise
@@ -676,43 +1207,52 @@ class _Direct:
                     if not fresh or e.errno not in (errno.EPROTOTYPE, errno.ECONNRESET):
                         raise
                 try:
-                    head = http.client.HTTPConnection.getresponse(conn)
+                    return _Reply(self, wire, method, target)
                 except (socket.timeout, BlockingIOError) as e:
                     raise ReadTimeoutError(self.keeper, target,  # type: ignore[arg-type]
                                            f"Read timed out. (read timeout={timeout.read_timeout})") from e
-                return urllib3.HTTPResponse(
-                    body=head, headers=urllib3.HTTPHeaderDict(head.msg.items()), status=head.status,
-                    version=head.version, version_string="HTTP/1.1", reason=head.reason,
-                    preload_content=False, decode_content=False, original_response=head,
-                    enforce_content_length=True, request_method=method, request_url=target,
-                    pool=self.keeper, connection=conn,  # type: ignore[arg-type]
-                    sock_shutdown=getattr(conn.sock, "shutdown", None))
             except _STALE as e:
-                conn.close()
+                self._drop(wire)
                 if fresh:
                     raise ProtocolError("Connection aborted.", e) from e
             except (http.client.HTTPException, OSError) as e:
-                conn.close()
+                self._drop(wire)
                 raise ProtocolError("Connection aborted.", e) from e
             except BaseException:
-                conn.close()
+                self._drop(wire)
                 raise
         raise AssertionError("unreachable")   # pragma: no cover
 
-    def _put(self, method: str, target: str, headers: Mapping[str, str]) -> None:
-        """The request head, as urllib3's ``HTTPConnection.request`` sends a request without a body."""
-        conn = self.conn
+    def _drop(self, wire: _Wire | None) -> None:
+        if wire is not None:
+            wire.close()
+        self.wire = None
+
+    def _head(self, method: str, target: str, headers: Mapping[str, str]) -> bytes:
+        """The request head, as urllib3's ``HTTPConnection.request`` sends a request without a
+        body; all but the request line made once for the headers sent."""
+        key = (method, tuple(headers.items()))
+        rest = self._heads.get(key)
+        if rest is None:
+            rest = self._head_after_line(method, headers)
+            if len(self._heads) >= 32:   # per-request headers (validators) vary: keep few
+                self._heads.clear()
+            self._heads[key] = rest
+        return b"%s %s HTTP/1.1\r\n%s" % (method.encode("ascii"), target.encode("ascii"), rest)
+
+    def _head_after_line(self, method: str, headers: Mapping[str, str]) -> bytes:
+        """The header lines http.client writes (its checks of names and values applied)."""
+        lines = http.client.HTTPConnection(self.conn.host, self.conn.port)
         names = {k.lower() for k in headers}
-        http.client.HTTPConnection.putrequest(conn, method, target, skip_host="host" in names,
-                                              skip_accept_encoding="accept-encoding" in names)
+        lines.putrequest(method, "/", skip_host="host" in names, skip_accept_encoding="accept-encoding" in names)
         if "user-agent" not in names:
-            http.client.HTTPConnection.putheader(conn, "User-Agent", urllib3.connection._get_default_user_agent())
+            lines.putheader("User-Agent", urllib3.connection._get_default_user_agent())
         for name, value in headers.items():
-            http.client.HTTPConnection.putheader(conn, name, value)
-        http.client.HTTPConnection.endheaders(conn)
+            lines.putheader(name, value)
+        return b"\r\n".join(lines._buffer[1:] + [b"", b""])  # type: ignore[attr-defined]
 
     def close(self) -> None:
-        self.conn.close()
+        self._drop(self.wire)
 
 
 def _requests_error(e: Exception, request: "_Request") -> Exception:
@@ -879,6 +1419,8 @@ class Fetcher:
                 raw.status in REDIRECT_STATI and "location" in raw.headers):
             return _Sent(request, raw)
         try:   # the rest of Session.send, as it would run
+            if isinstance(raw, _Reply):
+                raw = raw.for_requests()
             prepared = self._prepare(url, headers, method)
             r = self._adapter.build_response(prepared, raw)
             extract_cookies_to_jar(s.cookies, prepared, raw)
