@@ -27,13 +27,15 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from itertools import compress, repeat
+from operator import and_, getitem, not_
+from typing import Callable, Collection
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig
 from .patterns import compile_pattern
 from .traps import TrapRules
-from .urls import host_key
+from .urls import Scan, host_key
 
 
 MAX_URL_LENGTH = 8192   # longer URLs are refused: servers reject them (and they are traps)
@@ -149,6 +151,28 @@ class Scope:
                    for ph, pp, pf in self._prefixes)  # type: ignore[attr-defined]
 
 
+def _one_host_part(urls: list[str]) -> str | None:
+    """The ``_host_parts`` of the URLs if it is the same for all of them (else None): then each
+    begins with it and a "/" (one count over all of them), and it is eight characters or more with
+    no "/" after the eighth."""
+    end = urls[0].find("/", 8)
+    if end < 0:
+        return None
+    first, block = "\n" + urls[0][:end + 1], "\n" + "\n".join(urls)
+    if block.count("\n") != len(urls) or block.count(first) != len(urls):   # (a "\n" in a URL: each is asked)
+        return None
+    return first[1:-1]
+
+
+def _host_parts(urls: list[str]) -> list[str]:
+    """What ``Scope.allows`` keeps its answer under, for each URL: up to the first "/" from the
+    ninth character on (all of it if none); with no loop in Python when each has one."""
+    ends = list(map(str.find, urls, repeat("/"), repeat(8)))
+    if -1 in ends:
+        return [url[:end] if end >= 0 else url for url, end in zip(urls, ends)]
+    return list(map(getitem, urls, map(slice, ends)))
+
+
 class _PlainTest:
     """A cheap test that no trap rule can refuse a URL, true of most URLs: each condition bounds
     what ``TrapRules.check`` measures from above (tests/test_admission_shortcuts.py checks it),
@@ -170,6 +194,9 @@ class _PlainTest:
         self.keys = frozenset(n for n in rules.presentation_params or () if n == n.lower())
         # Where one of them may begin a parameter's name (after "?" or "&"): a run without it needs no look at each.
         self.key_at = re.compile("[?&](?:%s)" % "|".join(map(re.escape, sorted(self.keys)))) if self.keys else None
+        # A URL with fewer "/" than would start the repeated-segments count needs no look at its segments.
+        self._shape = _plain_shape(max(0, min(self.segments, self.repeats - 1)), self.params)
+        self._key_scan = _scan(self.key_at.pattern) if self.key_at is not None else None
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
@@ -177,14 +204,60 @@ class _PlainTest:
 
     def clear_many(self, urls: list[str]) -> list[bool]:
         """``clear`` of each URL. What would be searched in each URL (the presentation keys,
-        "year=", a date) is searched once in all of them first, and in each only if found."""
+        "year=", a date) is searched once in all of them first, and in each only if found; and
+        most URLs are cleared by one match over all of them (``_shape``), without a look at each."""
         if self.off:
             return [False] * len(urls)
         block = "\n".join(urls)
+        if len(urls) > 1 and (self._key_scan is not None or self.key_at is None) and block.isascii() \
+                and block.count("\n") == len(urls) - 1 and max(map(len, urls)) <= self.length:
+            return self._clear_block(urls, (block + "\n").encode("ascii"))
         low = block.lower()   # (an ASCII URL's lowercase is in it, whatever its neighbours)
         keys = self.keys if self.key_at is not None and self.key_at.search(low) else ()
         year = self.dated and "year=" in low
         dated = self.dated and self.DATE.search(block) is not None   # (no "\n" in a date)
+        return self._each(urls, keys, year, dated)
+
+    def _clear_block(self, urls: list[str], data: bytes) -> list[bool]:
+        """``clear_many`` of URLs of ASCII, none over the length limit, joined in ``data`` (each
+        ending in "\\n"): the lines with the plain shape and none of a presentation key after "?"
+        or "&", "year=" or a date (searched with RE2) are cleared as they are; the others are looked
+        at one by one (``_each``)."""
+        low = data.lower()
+        at_key = self._key_scan.starts(low) if self._key_scan is not None else []
+        at_year = []
+        if self.dated:
+            at = low.find(b"year=")
+            while at >= 0:
+                at_year.append(at)
+                at = low.find(b"year=", at + 5)
+        at_date = _DATE_SCAN.starts(data) if self.dated else []
+        starts = []   # where the lines that have not the shape begin
+        end, pos, match = len(data), 0, self._shape.end
+        while True:
+            pos = match(data, pos)   # (a match of no line at all is a match too)
+            if pos >= end:
+                break
+            starts.append(pos)
+            pos = data.find(b"\n", pos) + 1
+        found = at_key + at_year + at_date
+        if found:
+            starts = sorted(set(starts).union(data.rfind(b"\n", 0, at) + 1 for at in found))
+        out = [True] * len(urls)
+        if starts:
+            unsure, line, pos = [], 0, 0
+            for at in starts:   # (offsets to line numbers, counting the "\n"s once)
+                line += data.count(b"\n", pos, at)
+                unsure.append(line)
+                pos = at
+            keys = self.keys if at_key else ()
+            for i, clear in zip(unsure, self._each([urls[i] for i in unsure], keys, bool(at_year), bool(at_date))):
+                out[i] = clear
+        return out
+
+    def _each(self, urls: list[str], keys: Collection[str], year: bool, dated: bool) -> list[bool]:
+        """``clear`` of each URL, one at a time (``keys``, ``year``, ``dated``: what the whole run
+        has, see ``clear_many``)."""
         length, segments, repeats, params = self.length, self.segments, self.repeats, self.params
         out: list[bool] = []
         put = out.append
@@ -217,6 +290,29 @@ class _PlainTest:
                 continue
             out[-1] = True
         return out
+
+
+def _plain_shape(segments: int, params: int) -> Scan:
+    """Lines (each ending in "\n") of a URL that no count of the plain test stops: "://" with no
+    "/" before it, at most ``segments`` "/" after it (none in the query) and fewer than
+    ``params`` "&" after the first "?" following it. A bound the length limit makes unreachable
+    is none."""
+    def upto(n: int) -> str:
+        return "*" if n >= MAX_URL_LENGTH else f"{{0,{n}}}"
+    query = rf"(?:\?[^&/\n]*(?:&[^&/\n]*){upto(params - 1)})?" if params > 0 else ""
+    return Scan(rf"(?:[^/\n]*://[^/?\n]*(?:/[^/?\n]*){upto(segments)}{query}\n)*")
+
+
+_DATE_SCAN = Scan(_PlainTest.DATE.pattern)
+
+
+def _scan(pattern: str) -> Scan | None:
+    """``pattern`` for RE2 (``Scan``), or None if RE2 reads it otherwise (a key that ``re.escape``
+    escaped in a way RE2 refuses): the URLs are then each looked at."""
+    try:
+        return Scan(pattern)
+    except Exception:   # (re2.error, whatever the binding's version calls it)
+        return None
 
 
 class Admission:
@@ -262,21 +358,23 @@ class Admission:
         scope = self.scope
         if self.deny or self.allow or depth > self.max_depth or scope.mode == "prefix":
             return [check(url, depth) for url in urls]
-        answers: dict[str, bool] = scope._answers  # type: ignore[attr-defined]
-        allows = scope.allows
-        out: list[str | None] = []
-        put = out.append
-        for url, plain in zip(urls, self._plain.clear_many(urls)):
-            end = url.find("/", 8)
-            ok = answers.get(url[:end] if end >= 0 else url)
-            if ok is None:
-                ok = allows(url)
-            if ok and plain:
-                put(None)
-            elif not ok and len(url) <= MAX_URL_LENGTH:
-                put("scope")
-            else:
-                put(check(url, depth))
+        plains = self._plain.clear_many(urls)
+        if not urls:
+            return []
+        one = _one_host_part(urls)
+        if one is not None:   # (most runs: one host) its answer, asked of the first URL
+            oks = [scope.allows(urls[0])] * len(urls)
+        else:   # the scope's answer for each host (and port): asked of its first URL, as one at a time would
+            keys = _host_parts(urls)
+            allows = scope.allows
+            answers = {key: allows(url) for key, url in dict(zip(keys[::-1], urls[::-1])).items()}
+            oks = list(map(answers.__getitem__, keys))
+        if oks[0] and all(plains) and all(oks):   # (most runs)
+            return [None] * len(urls)
+        out: list[str | None] = [None] * len(urls)
+        for i in compress(range(len(urls)), map(not_, map(and_, oks, plains))):
+            url = urls[i]
+            out[i] = "scope" if not oks[i] and len(url) <= MAX_URL_LENGTH else check(url, depth)
         return out
 
     def _today(self) -> datetime.date:
