@@ -196,7 +196,10 @@ class _PlainTest:
         self.key_at = re.compile("[?&](?:%s)" % "|".join(map(re.escape, sorted(self.keys)))) if self.keys else None
         # A URL with fewer "/" than would start the repeated-segments count needs no look at its segments.
         self._shape = _plain_shape(max(0, min(self.segments, self.repeats - 1)), self.params)
-        self._key_scan = _scan(self.key_at.pattern) if self.key_at is not None else None
+        looks = ([self.key_at.pattern] if self.key_at is not None else []) + \
+            ([self.DATE.pattern, "year="] if self.dated else [])
+        self._look = _scan("|".join(looks)) if looks else None
+        self._block = self._look is not None or not looks   # (else RE2 refused a key: each URL is looked at)
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
@@ -209,7 +212,7 @@ class _PlainTest:
         if self.off:
             return [False] * len(urls)
         block = "\n".join(urls)
-        if len(urls) > 1 and (self._key_scan is not None or self.key_at is None) and block.isascii() \
+        if len(urls) > 1 and self._block and block.isascii() \
                 and block.count("\n") == len(urls) - 1 and max(map(len, urls)) <= self.length:
             return self._clear_block(urls, (block + "\n").encode("ascii"))
         low = block.lower()   # (an ASCII URL's lowercase is in it, whatever its neighbours)
@@ -223,15 +226,8 @@ class _PlainTest:
         ending in "\\n"): the lines with the plain shape and none of a presentation key after "?"
         or "&", "year=" or a date (searched with RE2) are cleared as they are; the others are looked
         at one by one (``_each``)."""
-        low = data.lower()
-        at_key = self._key_scan.starts(low) if self._key_scan is not None else []
-        at_year = []
-        if self.dated:
-            at = low.find(b"year=")
-            while at >= 0:
-                at_year.append(at)
-                at = low.find(b"year=", at + 5)
-        at_date = _DATE_SCAN.starts(data) if self.dated else []
+        # What would be looked for in each URL, looked for in all (in lowercase: a date has no letter).
+        found = self._look.starts(data.lower()) if self._look is not None else []
         starts = []   # where the lines that have not the shape begin
         end, pos, match = len(data), 0, self._shape.end
         while True:
@@ -240,7 +236,6 @@ class _PlainTest:
                 break
             starts.append(pos)
             pos = data.find(b"\n", pos) + 1
-        found = at_key + at_year + at_date
         if found:
             starts = sorted(set(starts).union(data.rfind(b"\n", 0, at) + 1 for at in found))
         out = [True] * len(urls)
@@ -250,8 +245,8 @@ class _PlainTest:
                 line += data.count(b"\n", pos, at)
                 unsure.append(line)
                 pos = at
-            keys = self.keys if at_key else ()
-            for i, clear in zip(unsure, self._each([urls[i] for i in unsure], keys, bool(at_year), bool(at_date))):
+            # (each with all the searches: a URL that has no key, "year=" or date is not stopped by them)
+            for i, clear in zip(unsure, self._each([urls[i] for i in unsure], self.keys, self.dated, self.dated)):
                 out[i] = clear
         return out
 
@@ -301,9 +296,6 @@ def _plain_shape(segments: int, params: int) -> Scan:
         return "*" if n >= MAX_URL_LENGTH else f"{{0,{n}}}"
     query = rf"(?:\?[^&/\n]*(?:&[^&/\n]*){upto(params - 1)})?" if params > 0 else ""
     return Scan(rf"(?:[^/\n]*://[^/?\n]*(?:/[^/?\n]*){upto(segments)}{query}\n)*")
-
-
-_DATE_SCAN = Scan(_PlainTest.DATE.pattern)
 
 
 def _scan(pattern: str) -> Scan | None:

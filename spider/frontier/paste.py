@@ -28,6 +28,7 @@ import time
 import zlib
 from dataclasses import replace
 from itertools import compress, repeat
+from operator import concat
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ..records import QueueEntry, is_data, parse_queue_line, rejected_line
@@ -181,7 +182,7 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
             if reasons is None or not any(reasons):   # all admitted: new unless adding says known
                 new = list(compress(run, add_many(fps) if add_many is not None else map(add, fps)))
                 urls += new
-                lines += [url + _BARE for url in new]
+                lines += map(concat, new, repeat(_BARE, len(new)))
             else:
                 for url, fp, reason in zip(run, fps, reasons):
                     if reason is None:
