@@ -195,11 +195,12 @@ class _PlainTest:
         # Where one of them may begin a parameter's name (after "?" or "&"): a run without it needs no look at each.
         self.key_at = re.compile("[?&](?:%s)" % "|".join(map(re.escape, sorted(self.keys)))) if self.keys else None
         # A URL with fewer "/" than would start the repeated-segments count needs no look at its segments.
-        self._shape = _plain_shape(max(0, min(self.segments, self.repeats - 1)), self.params)
+        self._shape = _plain_shape(max(0, min(self.segments, self.repeats - 1)), self.params, self.length)
         looks = ([self.key_at.pattern] if self.key_at is not None else []) + \
             ([self.DATE.pattern, "year="] if self.dated else [])
         self._look = _scan("|".join(looks)) if looks else None
-        self._block = self._look is not None or not looks   # (else RE2 refused a key: each URL is looked at)
+        # (else RE2 refused a key, or a limit is past what it counts to: each URL is looked at)
+        self._block = self._shape is not None and (self._look is not None or not looks)
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
@@ -229,7 +230,7 @@ class _PlainTest:
         # What would be looked for in each URL, looked for in all (in lowercase: a date has no letter).
         found = self._look.starts(data.lower()) if self._look is not None else []
         starts = []   # where the lines that have not the shape begin
-        end, pos, match = len(data), 0, self._shape.end
+        end, pos, match = len(data), 0, self._shape.end   # type: ignore[union-attr]
         while True:
             pos = match(data, pos)   # (a match of no line at all is a match too)
             if pos >= end:
@@ -287,15 +288,17 @@ class _PlainTest:
         return out
 
 
-def _plain_shape(segments: int, params: int) -> Scan:
-    """Lines (each ending in "\n") of a URL that no count of the plain test stops: "://" with no
+def _plain_shape(segments: int, params: int, length: int) -> Scan | None:
+    """Lines (each ending in "\\n") of a URL that no count of the plain test stops: "://" with no
     "/" before it, at most ``segments`` "/" after it (none in the query) and fewer than
-    ``params`` "&" after the first "?" following it. A bound the length limit makes unreachable
-    is none."""
+    ``params`` "&" after the first "?" following it. A bound that a URL of ``length`` characters
+    cannot pass is none; None when a bound is more than RE2 counts to (1000) but less than that."""
     def upto(n: int) -> str:
-        return "*" if n >= MAX_URL_LENGTH else f"{{0,{n}}}"
+        return "*" if n >= length else f"{{0,{n}}}"
+    if any(1000 < n < length for n in (segments, params - 1)):
+        return None
     query = rf"(?:\?[^&/\n]*(?:&[^&/\n]*){upto(params - 1)})?" if params > 0 else ""
-    return Scan(rf"(?:[^/\n]*://[^/?\n]*(?:/[^/?\n]*){upto(segments)}{query}\n)*")
+    return _scan(rf"(?:[^/\n]*://[^/?\n]*(?:/[^/?\n]*){upto(segments)}{query}\n)*")
 
 
 def _scan(pattern: str) -> Scan | None:
@@ -353,8 +356,7 @@ class Admission:
         plains = self._plain.clear_many(urls)
         if not urls:
             return []
-        one = _one_host_part(urls)
-        if one is not None:   # (most runs: one host) its answer, asked of the first URL
+        if _one_host_part(urls) is not None:   # (most runs: one host) its answer, asked of the first URL
             oks = [scope.allows(urls[0])] * len(urls)
         else:   # the scope's answer for each host (and port): asked of its first URL, as one at a time would
             keys = _host_parts(urls)

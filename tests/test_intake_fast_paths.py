@@ -90,6 +90,10 @@ RULES = [
                              "path-segments=off", "repeated-segments=off"]),
     TrapRules.from_settings(["repeated-segments=4", "query-params=2", "calendar-past=off"]),
     TrapRules.from_settings([], enabled=False),
+    # Counts past what RE2 counts to (1000): below the length limit each URL is looked at, above it none is reached.
+    TrapRules(path_segments=2000, repeated_segments=None, query_params=1500),
+    TrapRules(url_length=None, path_segments=999, repeated_segments=None, query_params=1001),
+    TrapRules(url_length=900, path_segments=1200, repeated_segments=None, query_params=5000),
 ]
 
 # URLs on each side of each count the plain test makes: slashes, "&"s, a "?" before "://", dates, keys.
@@ -102,13 +106,22 @@ _NEAR = ["http://a.test/", "http://a.test", "http://a.test/a", "http://a.test/a/
          "http://a.test/p?view=1", "http://a.test/p?Sort=1", "http://a.test/p?x=1&page=3", "http://a.test/p?viewer=1",
          "http://a.test/p?a=view", "http://a.test/2019.html", "http://a.test/" + "x" * 1990,
          "http://a.test/" + "x" * 1986, "http://b.test:8080/a", "http://u@a.test/a/b", "http://a.test/\u00e9",
-         "http://a.test/p\n?view=1", "http://a.test/p?v=1\nhttp://a.test/2024-01-05"]
+         "http://a.test/p\n?view=1", "http://a.test/p?v=1\nhttp://a.test/2024-01-05", "http://a.test" + "/a" * 999,
+         "http://a.test" + "/a" * 1000, "http://a.test/?" + "&" * 1000, "http://a.test/?" + "&" * 1001]
+
+
+def clear_alone(plain: _PlainTest, url: str) -> bool:
+    """``clear`` as the code before the block searches answered it: the searches made in the URL alone."""
+    low = url.lower()
+    keys = plain.keys if plain.key_at is not None and plain.key_at.search(low) else ()
+    dated = plain.dated and plain.DATE.search(url) is not None
+    return plain._each([url], keys, plain.dated and "year=" in low, dated)[0]
 
 
 def test_the_plain_test_of_a_run_is_that_of_each_url_alone_on_each_side_of_each_limit() -> None:
     for rules in RULES:
         plain = _PlainTest(rules)
-        alone = [plain._each([url], plain.keys, plain.dated, plain.dated)[0] for url in _NEAR]
+        alone = [clear_alone(plain, url) for url in _NEAR]
         for run in (_NEAR, _NEAR[::-1], [u for u in _NEAR if "\n" not in u and u.isascii()]):
             assert plain.clear_many(run) == [alone[_NEAR.index(url)] for url in run], rules
         for url, clear in zip(_NEAR, alone):
@@ -123,7 +136,7 @@ def test_the_plain_test_of_a_run_is_that_of_each_url_alone_on_each_side_of_each_
        st.sampled_from(RULES))
 def test_a_run_of_ascii_urls_is_cleared_as_each_alone(urls: list[str], rules: TrapRules) -> None:
     plain = _PlainTest(rules)
-    assert plain.clear_many(urls) == [plain._each([u], plain.keys, plain.dated, plain.dated)[0] for u in urls]
+    assert plain.clear_many(urls) == [clear_alone(plain, u) for u in urls]
 
 
 def test_a_run_of_plain_urls_is_not_looked_at_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
