@@ -109,34 +109,31 @@ class SeenSet:
         put = out.append
         for h in fps:
             i = h & mask
-            while True:
-                v = table[i]
-                if v == h or v == _EMPTY:
-                    put(v == h)
-                    break
+            v = table[i]
+            while v and v != h:   # (v: not _EMPTY)
                 i = (i + 1) & mask
+                v = table[i]
+            put(v == h)
         return out
 
     def add_many(self, fps: Collection[int]) -> list[bool]:
         """``add_fingerprint`` of each fingerprint in turn: which were new (room made for all
         of them first, so the table grows at most once)."""
         self.reserve(self._count + len(fps))
-        table, mask, out, n = self._table, self._mask, [], 0
+        table, mask, out = self._table, self._mask, []
         put = out.append
         for h in fps:
             i = h & mask
-            while True:
-                v = table[i]
-                if v == h:
-                    put(False)
-                    break
-                if v == _EMPTY:
-                    table[i] = h
-                    n += 1
-                    put(True)
-                    break
+            v = table[i]
+            while v and v != h:   # (v: not _EMPTY)
                 i = (i + 1) & mask
-        self._count += n
+                v = table[i]
+            if v:
+                put(False)
+            else:
+                table[i] = h
+                put(True)
+        self._count += out.count(True)
         return out
 
     def add(self, key: str) -> bool:
