@@ -39,6 +39,7 @@ from .urls import Scan, host_key
 
 
 MAX_URL_LENGTH = 8192   # longer URLs are refused: servers reject them (and they are traps)
+_RUN = 16   # a run of fewer URLs is checked URL by URL: the searches over a whole run cost ~2 µs in calls
 _ANSWERS_KEPT = 4096    # hosts whose scope answer a Scope keeps
 
 
@@ -213,7 +214,7 @@ class _PlainTest:
         if self.off:
             return [False] * len(urls)
         block = "\n".join(urls)
-        if len(urls) > 1 and self._block and block.isascii() \
+        if len(urls) >= _RUN and self._block and block.isascii() \
                 and block.count("\n") == len(urls) - 1 and max(map(len, urls)) <= self.length:
             return self._clear_block(urls, (block + "\n").encode("ascii"))
         low = block.lower()   # (an ASCII URL's lowercase is in it, whatever its neighbours)
@@ -354,8 +355,8 @@ class Admission:
         if self.deny or self.allow or depth > self.max_depth or scope.mode == "prefix":
             return [check(url, depth) for url in urls]
         plains = self._plain.clear_many(urls)
-        if not urls:
-            return []
+        if len(urls) < _RUN:
+            return self._check_each(urls, depth, plains)
         if _one_host_part(urls) is not None:   # (most runs: one host) its answer, asked of the first URL
             oks = [scope.allows(urls[0])] * len(urls)
         else:   # the scope's answer for each host (and port): asked of its first URL, as one at a time would
@@ -369,6 +370,25 @@ class Admission:
         for i in compress(range(len(urls)), map(not_, map(and_, oks, plains))):
             url = urls[i]
             out[i] = "scope" if not oks[i] and len(url) <= MAX_URL_LENGTH else check(url, depth)
+        return out
+
+    def _check_each(self, urls: list[str], depth: int, plains: list[bool]) -> list[str | None]:
+        """``check_many`` of a short run (``plains``: the plain test of each URL), URL by URL."""
+        answers: dict[str, bool] = self.scope._answers  # type: ignore[attr-defined]
+        allows = self.scope.allows
+        out: list[str | None] = []
+        put = out.append
+        for url, plain in zip(urls, plains):
+            end = url.find("/", 8)
+            ok = answers.get(url[:end] if end >= 0 else url)
+            if ok is None:
+                ok = allows(url)
+            if ok and plain:
+                put(None)
+            elif not ok and len(url) <= MAX_URL_LENGTH:
+                put("scope")
+            else:
+                put(self.check(url, depth))
         return out
 
     def _today(self) -> datetime.date:

@@ -193,5 +193,6 @@ def test_a_one_host_run_asks_the_scope_once() -> None:
 
 def test_fingerprints_in_bulk_are_those_of_each_key() -> None:
     keys = ["http://a.test/", "", "x\udcff", "\u00e9", "a\nb", "http://a.test/" + "z" * 5000]
-    for run in ([], keys[:1], keys[:4], keys, [f"http://b.test/{k}" for k in range(3000)]):
+    one_line = [k for k in keys if "\n" not in k]
+    for run in ([], keys[:1], keys[:4], keys, keys * 8, one_line * 8, [f"http://b.test/{k}" for k in range(3000)]):
         assert SeenSet(stable=True).fingerprints(run) == [stable_fingerprint(k) or 1 for k in run]

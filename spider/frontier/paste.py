@@ -170,7 +170,9 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
         run = text[pos:at].split("\n")
         run.pop()   # (what follows the run's last "\n": nothing)
         no += len(run)
-        if cap is not None:   # (a host's budget counts only URLs new to the table: looked up first)
+        if not run:   # (two lines to judge the whole way in a row: most lines of a mixed paste)
+            pass
+        elif cap is not None:   # (a host's budget counts only URLs new to the table: looked up first)
             for url in run:
                 take(url, "-", "-", 0, url + _BARE)
         else:   # most lines: the whole run at once, one call a line for each step (map: no loop in Python)

@@ -41,8 +41,9 @@ def _stable_fingerprints(keys: list[str]) -> list[int]:
     """``stable_fingerprint(k) or 1`` of each key, with no loop in Python: the keys encoded at once
     (split again at the "\\n"s, when none has one), the digests read as one array of int64."""
     text = "\n".join(keys)
-    if text.count("\n") != len(keys) - 1 or not keys:
-        return [stable_fingerprint(k) or 1 for k in keys]
+    if not keys or text.count("\n") != len(keys) - 1:
+        return [int.from_bytes(blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                               "little", signed=True) or 1 for k in keys]
     digests = b"".join(map(_DIGEST, map(_BLAKE2B_64, text.encode("utf-8", "surrogatepass").split(b"\n"))))
     fps = array("q", digests)
     if sys.byteorder != "little":
@@ -87,7 +88,10 @@ class SeenSet:
     def fingerprints(self, keys: list[str]) -> list[int]:
         """``fingerprint`` of each key, in one call (a pasted stretch: a thousand at once)."""
         if self._fp is stable_fingerprint:
-            return _stable_fingerprints(keys)
+            if len(keys) >= 32:   # (fewer keys: the calls would cost more than they save)
+                return _stable_fingerprints(keys)
+            return [int.from_bytes(blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                                   "little", signed=True) or 1 for k in keys]
         fp = self._fp
         return [fp(k) or 1 for k in keys]
 
