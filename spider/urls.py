@@ -493,15 +493,18 @@ class Scan:
         return self._match(self._start, data, pos, len(data))[0][1]   # type: ignore[no-any-return]
 
     def starts(self, data: bytes) -> list[int]:
-        """Where the matches of a search through ``data`` begin (the pattern matches no empty string)."""
+        """Where the matches of a search through ``data`` begin (one after another, as ``finditer``)."""
         if self._match is None:
             return [m.start() for m in self._re.finditer(data)]
         out, match, anywhere, pos, end = [], self._match, self._anywhere, 0, len(data)
-        while True:
+        while pos <= end:
             at, pos = match(anywhere, data, pos, end)[0]
             if at < 0:
-                return out
+                break
             out.append(at)
+            if pos == at:   # (an empty match: the next search starts a byte further)
+                pos += 1
+        return out
 
 
 # _NORMAL_LINES for RE2, without the lookahead: the port (1 to 4 digits) spelt out, not 80 or 443.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +25,7 @@ from spider.config import CrawlConfig
 from spider.frontier.seen import SeenSet, stable_fingerprint
 from spider.scope import Admission, _PlainTest
 from spider.traps import TrapRules
-from spider.urls import normal_lines
+from spider.urls import Scan, normal_lines
 
 TODAY = datetime.date(2026, 12, 2)
 
@@ -196,3 +197,16 @@ def test_fingerprints_in_bulk_are_those_of_each_key() -> None:
     one_line = [k for k in keys if "\n" not in k]
     for run in ([], keys[:1], keys[:4], keys, keys * 8, one_line * 8, [f"http://b.test/{k}" for k in range(3000)]):
         assert SeenSet(stable=True).fingerprints(run) == [stable_fingerprint(k) or 1 for k in run]
+
+
+def test_a_scan_answers_as_re_does_with_or_without_the_bindings_entry_point() -> None:
+    data = b"http://a.test/x\nhttp://a.test/2024-01-05?view=1\nab\n\nyear=1&year=2\n"
+    for pattern in (r"(?:http://[a-z.]+/[a-z]*\n)*", r"(?:19|20|21)[0-9][0-9][-/._][0-9]|[?&](?:view)|year=", r"x*"):
+        scans = [Scan(pattern), Scan(pattern)]
+        scans[1]._match = None   # (a binding without ``_regexp.Match``: its public methods)
+        compiled = re.compile(pattern.encode())
+        for scan in scans:
+            assert scan.starts(data) == [m.start() for m in compiled.finditer(data)], pattern
+            if compiled.match(b""):   # (``end`` is for patterns that match the empty string)
+                assert [scan.end(data, pos) for pos in range(len(data))] == \
+                    [compiled.match(data, pos).end() for pos in range(len(data))], pattern   # type: ignore[union-attr]
