@@ -205,7 +205,12 @@ class _PlainTest:
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
-        return self.clear_many([url])[0]
+        if self.off:
+            return False
+        low = url.lower()
+        keys = self.keys if self.key_at is not None and self.key_at.search(low) else ()
+        dated = self.dated and self.DATE.search(url) is not None
+        return self._each([url], keys, self.dated and "year=" in low, dated)[0]
 
     def clear_many(self, urls: list[str]) -> list[bool]:
         """``clear`` of each URL. What would be searched in each URL (the presentation keys,

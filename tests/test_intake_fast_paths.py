@@ -123,6 +123,7 @@ def test_the_plain_test_of_a_run_is_that_of_each_url_alone_on_each_side_of_each_
     for rules in RULES:
         plain = _PlainTest(rules)
         alone = [clear_alone(plain, url) for url in _NEAR]
+        assert [plain.clear(url) for url in _NEAR] == alone == [plain.clear_many([url])[0] for url in _NEAR]
         for run in (_NEAR, _NEAR[::-1], [u for u in _NEAR if "\n" not in u and u.isascii()]):
             assert plain.clear_many(run) == [alone[_NEAR.index(url)] for url in run], rules
         for url, clear in zip(_NEAR, alone):
