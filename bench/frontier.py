@@ -2,7 +2,7 @@
 """Frontier scaling and memory of spider: does a huge queue.txt slow the crawl or blow up memory?
 
     bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
-    python bench/frontier.py --intake 1000000 [--repeat 3] [--against DIR]   # a paste's intake alone
+    python bench/frontier.py --intake 1000000 [--repeat 3] [--against DIR] [--mixed]   # a paste's intake alone
     python bench/frontier.py --memory 1000,1000000 --workers-list 1,2,4 [--compare-dir OLD] [--m 300]
 
 ``--memory N,...``: memory of a clean resume against the number of workers. For each N, a project
@@ -316,9 +316,62 @@ def print_summary(runs: Dict[int, List[FrontierRun]], repeat: int, workers: int,
 
 # --------------------------------------------------------------------------- intake of a paste
 
-def _stopped_with_paste(folder: Path, lines: int) -> int:
+def _mixed_lines(lines: int) -> List[str]:
+    """``lines`` pasted lines of every kind a judge meets (``--mixed``): bare URLs of several hosts
+    (in scope or not, some not in their normal form), paths and queries that trip a trap rule or
+    come near one, known URLs again, full lines, and lines that are no URL. The same in every run."""
+    import random
+    rnd = random.Random(7)
+    hosts = ["paste.test", "www.paste.test", "other.test", "a.paste.test", "127.0.0.1:8080", "PASTE.test"]
+    paths = ["/p/{k}.html", "/a/b/c/{k}", "/a/a/a/{k}", "/2024-01-05/{k}", "/x/{k}/", "/./{k}", "/%7e{k}", "/{k}"]
+    queries = ["", "?v={k}", "?view={k}", "?a=1&b=2&c=3&d=4&e={k}", "?year={k}", "?utm_source={k}", "?Sort={k}",
+               "?d=2099-01-01&k={k}"]
+    out = []
+    for k in range(lines):
+        r = rnd.random()
+        if r < 0.002:
+            out.append(f"garbage line {k}")
+        elif r < 0.003:
+            out.append(f"ftp://x/{k}")
+        elif r < 0.004:
+            out.append(f"http://bad host/{k}")
+        elif r < 0.005:
+            out.append("# a comment")
+        elif r < 0.006:
+            out.append(f"http://paste.test/p/{k}\t1\t0\t0\t-")
+        elif r < 0.007:
+            out.append(f"http://paste.test/\u00e9/{k}")
+        elif r < 0.05:
+            out.append(f"http://paste.test/p/{rnd.randrange(k + 1)}.html?v=1")   # known already
+        else:
+            j = k if rnd.random() < 0.9 else rnd.randrange(k + 1)
+            out.append(f"http{'s' if rnd.random() < 0.2 else ''}://{rnd.choice(hosts)}"
+                       + rnd.choice(paths).format(k=j) + rnd.choice(queries).format(k=j))
+    return out
+
+
+def _left(folder: Path, store, warned: List[str]) -> str:   # type: ignore[no-untyped-def]
+    """A digest of what an intake left (``--mixed``): queue.txt, rejected.txt, the members of the
+    shared table (seen.bin: its fingerprints, not where they sit), the warnings, then the order of
+    the first claims (where the store has its selection index). Two crawlers that judge alike agree."""
+    import hashlib
+    from array import array
+    digest = hashlib.sha1()
+    for name in ("queue.txt", "rejected.txt"):
+        digest.update((folder / name).read_bytes())
+    table = array("q")
+    if (folder / "seen.bin").exists():
+        table.frombytes((folder / "seen.bin").read_bytes()[4096:])
+    digest.update(repr(sorted(x for x in table if x)).encode())
+    digest.update("\n".join(warned).encode())
+    for _ in range(100):
+        digest.update(repr([getattr(c, "url", c) for c in store.claim(50, time.time(), lambda h: 0.0).claims]).encode())
+    return digest.hexdigest()[:16]
+
+
+def _stopped_with_paste(folder: Path, lines: int, mixed: bool = False) -> int:
     """A project folder as a clean stop leaves it (3 pending URLs, view and signature saved), then
-    ``lines`` bare URLs pasted into its queue.txt; returns where the paste begins."""
+    ``lines`` bare URLs pasted into its queue.txt (or ``_mixed_lines``); returns where the paste begins."""
     from spider.frontier.files import FileStore
     from spider.frontier.recovery import pasted_from, write_signature
     from spider.records import QueueEntry
@@ -329,7 +382,9 @@ def _stopped_with_paste(folder: Path, lines: int) -> int:
     store.fold()
     write_signature(folder, "bench")
     with open(folder / "queue.txt", "a") as f:
-        for start in range(0, lines, 50_000):
+        if mixed:
+            f.write("".join(line + "\n" for line in _mixed_lines(lines)))
+        for start in range(0, 0 if mixed else lines, 50_000):
             f.write("".join(f"http://paste.test/p/{k % 10_000}.html?v={k}\n"
                             for k in range(start, min(lines, start + 50_000))))
     start = pasted_from(folder, "bench")
@@ -340,7 +395,7 @@ def _stopped_with_paste(folder: Path, lines: int) -> int:
 SHAPES = ("parent", "worker")
 
 
-def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[str, float]:
+def intake_once(folder: Path, lines: int, startup_check: bool = False, mixed: bool = False) -> Dict[str, float]:
     """One round in this process, with the crawler of ``measure.SPIDER_DIR``: the paste taken in by
     the crawl's parent ("parent": no selection index, as ``Crawl._pause`` judges it while the
     workers crawl) and by one process that claims ("worker": it indexes what it admits, as a
@@ -364,9 +419,12 @@ def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[s
     many = hasattr(admission, "check_many")
     out: Dict[str, float] = {}
     for shape in SHAPES:
-        start = _stopped_with_paste(folder, lines)
+        start = _stopped_with_paste(folder, lines, mixed)
         t0, c0 = time.perf_counter(), time.process_time()
         store = _crawl_store(FileStore, folder).open(paste_from=start)
+        warned: List[str] = []
+        if mixed:
+            store.warn = warned.append
         store.admit = admit
         if many:
             store.admit_many = admit_many
@@ -379,7 +437,10 @@ def intake_once(folder: Path, lines: int, startup_check: bool = False) -> Dict[s
         while store.judge_paste():
             pass
         t2, c2 = time.perf_counter(), time.process_time()
-        assert store.counts().pending == lines + 2, store.counts()   # (3 old URLs, one claimed)
+        if mixed:
+            out[f"{shape} left"] = _left(folder, store, warned)   # type: ignore[assignment]
+        else:
+            assert store.counts().pending == lines + 2, store.counts()   # (3 old URLs, one claimed)
         out[f"{shape} first claim s"] = t1 - t0
         out[f"{shape} judged all s"] = t2 - t0
         out[f"{shape} CPU us/line"] = (c2 - c1) / lines * 1e6
@@ -403,16 +464,18 @@ def _crawl_store(cls, folder: Path):   # type: ignore[no-untyped-def]
         return cls(folder)
 
 
-def _intake_round(tree: Path, lines: int, startup_check: bool) -> Dict[str, float]:
+def _intake_round(tree: Path, lines: int, startup_check: bool, mixed: bool = False) -> Dict[str, float]:
     """One round in a fresh process with the crawler of ``tree`` (its figures as JSON)."""
     cmd = [sys.executable, __file__, "--intake-round", str(lines), "--spider-dir", str(tree)]
     if startup_check:
         cmd.append("--startup-check")
+    if mixed:
+        cmd.append("--mixed")
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def intake(lines: int, repeat: int, against: Optional[Path], startup_check: bool) -> int:
+def intake(lines: int, repeat: int, against: Optional[Path], startup_check: bool, mixed: bool = False) -> int:
     """``--intake N``: how fast N pasted lines are taken in; medians of ``repeat`` rounds, each in
     a fresh process, interleaved with the same rounds of the crawler in ``against`` if given (the
     machine's load then weighs on both alike)."""
@@ -424,14 +487,20 @@ def intake(lines: int, repeat: int, against: Optional[Path], startup_check: bool
     for r in range(repeat):
         order = list(trees) if r % 2 == 0 else list(trees)[::-1]
         for name in order:
-            rounds[name].append(_intake_round(trees[name], lines, startup_check))
-            print(f"  round {r + 1} {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in rounds[name][-1].items()),
-                  flush=True)
+            rounds[name].append(_intake_round(trees[name], lines, startup_check, mixed))
+            print(f"  round {r + 1} {name}: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                                          for k, v in rounds[name][-1].items()), flush=True)
     shutil.rmtree(RUN_DIR / "intake", ignore_errors=True)
-    print(f"=== intake of {lines:,} pasted bare URLs (new, in their normal form), one process, "
-          f"median of {repeat} round(s)")
+    what = "lines of every kind (--mixed)" if mixed else "bare URLs (new, in their normal form)"
+    print(f"=== intake of {lines:,} pasted {what}, one process, median of {repeat} round(s)")
+    if mixed:   # what each crawler left, whatever its speed: the same or not
+        for shape in SHAPES:   # (the two shapes differ in their claims: a parent has no selection index)
+            left = {name: {r[f"{shape} left"] for r in rounds[name]} for name in trees}
+            same = len(set.union(*left.values())) == 1
+            print(f"  {shape}: what the intake left (queue.txt, rejected.txt, seen.bin's members, warnings, first "
+                  f"claims): {'the same in every round and crawler' if same else 'NOT THE SAME: ' + repr(left)}")
     for name, tree in trees.items():
-        med = {k: median([r[k] for r in rounds[name]]) for k in rounds[name][0]}
+        med = {k: median([r[k] for r in rounds[name]]) for k in rounds[name][0] if not k.endswith(" left")}
         print(f"  {name} ({tree}):")
         for shape in SHAPES:
             judged = med[f"{shape} judged all s"]
@@ -593,6 +662,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                          "`git worktree` of main)")
     ap.add_argument("--startup-check", action="store_true",
                     help="with --intake: time the start-up check of the same paste as well (slow)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="with --intake: paste lines of every kind (scope, traps, known, bad lines) and say "
+                         "whether every crawler left the same files, table and first claims")
     ap.add_argument("--intake-round", type=int, default=0, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
@@ -602,10 +674,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     measure.set_spider_dir(args.spider_dir)
     if args.intake_round:   # (one round of --intake, in a process of its own)
         sys.path.insert(0, str(measure.SPIDER_DIR))
-        print(json.dumps(intake_once(RUN_DIR / "intake", args.intake_round, args.startup_check)))
+        print(json.dumps(intake_once(RUN_DIR / "intake", args.intake_round, args.startup_check, args.mixed)))
         return 0
     if args.intake:
-        return intake(args.intake, args.repeat, args.against and args.against.resolve(), args.startup_check)
+        return intake(args.intake, args.repeat, args.against and args.against.resolve(), args.startup_check,
+                      args.mixed)
     if args.memory:
         return memory_mode(args)
     extras = sorted(int(x.replace("_", "")) for x in args.extras.split(",") if x.strip())

@@ -27,16 +27,19 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from itertools import compress, repeat
+from operator import and_, getitem, not_
+from typing import Callable, Collection
 from urllib.parse import urlsplit
 
 from .config import CrawlConfig
 from .patterns import compile_pattern
 from .traps import TrapRules
-from .urls import host_key
+from .urls import Scan, host_key
 
 
 MAX_URL_LENGTH = 8192   # longer URLs are refused: servers reject them (and they are traps)
+_RUN = 16   # a run of fewer URLs is checked URL by URL: the searches over a whole run cost ~2 µs in calls
 _ANSWERS_KEPT = 4096    # hosts whose scope answer a Scope keeps
 
 
@@ -149,6 +152,28 @@ class Scope:
                    for ph, pp, pf in self._prefixes)  # type: ignore[attr-defined]
 
 
+def _one_host_part(urls: list[str]) -> str | None:
+    """The ``_host_parts`` of the URLs if it is the same for all of them (else None): then each
+    begins with it and a "/" (one count over all of them), and it is eight characters or more with
+    no "/" after the eighth."""
+    end = urls[0].find("/", 8)
+    if end < 0:
+        return None
+    first, block = "\n" + urls[0][:end + 1], "\n" + "\n".join(urls)
+    if block.count("\n") != len(urls) or block.count(first) != len(urls):   # (a "\n" in a URL: each is asked)
+        return None
+    return first[1:-1]
+
+
+def _host_parts(urls: list[str]) -> list[str]:
+    """What ``Scope.allows`` keeps its answer under, for each URL: up to the first "/" from the
+    ninth character on (all of it if none); with no loop in Python when each has one."""
+    ends = list(map(str.find, urls, repeat("/"), repeat(8)))
+    if -1 in ends:
+        return [url[:end] if end >= 0 else url for url, end in zip(urls, ends)]
+    return list(map(getitem, urls, map(slice, ends)))
+
+
 class _PlainTest:
     """A cheap test that no trap rule can refuse a URL, true of most URLs: each condition bounds
     what ``TrapRules.check`` measures from above (tests/test_admission_shortcuts.py checks it),
@@ -170,21 +195,71 @@ class _PlainTest:
         self.keys = frozenset(n for n in rules.presentation_params or () if n == n.lower())
         # Where one of them may begin a parameter's name (after "?" or "&"): a run without it needs no look at each.
         self.key_at = re.compile("[?&](?:%s)" % "|".join(map(re.escape, sorted(self.keys)))) if self.keys else None
+        # A URL with fewer "/" than would start the repeated-segments count needs no look at its segments.
+        self._shape = _plain_shape(max(0, min(self.segments, self.repeats - 1)), self.params, self.length)
+        looks = ([self.key_at.pattern] if self.key_at is not None else []) + \
+            ([self.DATE.pattern, "year="] if self.dated else [])
+        self._look = _scan("|".join(looks)) if looks else None
+        # (else RE2 refused a key, or a limit is past what it counts to: each URL is looked at)
+        self._block = self._shape is not None and (self._look is not None or not looks)
 
     def clear(self, url: str) -> bool:
         """True: no trap rule refuses ``url``; False: the rules must say."""
-        return self.clear_many([url])[0]
+        if self.off:
+            return False
+        low = url.lower()
+        keys = self.keys if self.key_at is not None and self.key_at.search(low) else ()
+        dated = self.dated and self.DATE.search(url) is not None
+        return self._each([url], keys, self.dated and "year=" in low, dated)[0]
 
     def clear_many(self, urls: list[str]) -> list[bool]:
         """``clear`` of each URL. What would be searched in each URL (the presentation keys,
-        "year=", a date) is searched once in all of them first, and in each only if found."""
+        "year=", a date) is searched once in all of them first, and in each only if found; and
+        most URLs are cleared by one match over all of them (``_shape``), without a look at each."""
         if self.off:
             return [False] * len(urls)
         block = "\n".join(urls)
+        if len(urls) >= _RUN and self._block and block.isascii() \
+                and block.count("\n") == len(urls) - 1 and max(map(len, urls)) <= self.length:
+            return self._clear_block(urls, (block + "\n").encode("ascii"))
         low = block.lower()   # (an ASCII URL's lowercase is in it, whatever its neighbours)
         keys = self.keys if self.key_at is not None and self.key_at.search(low) else ()
         year = self.dated and "year=" in low
         dated = self.dated and self.DATE.search(block) is not None   # (no "\n" in a date)
+        return self._each(urls, keys, year, dated)
+
+    def _clear_block(self, urls: list[str], data: bytes) -> list[bool]:
+        """``clear_many`` of URLs of ASCII, none over the length limit, joined in ``data`` (each
+        ending in "\\n"): the lines with the plain shape and none of a presentation key after "?"
+        or "&", "year=" or a date (searched with RE2) are cleared as they are; the others are looked
+        at one by one (``_each``)."""
+        # What would be looked for in each URL, looked for in all (in lowercase: a date has no letter).
+        found = self._look.starts(data.lower()) if self._look is not None else []
+        starts = []   # where the lines that have not the shape begin
+        end, pos, match = len(data), 0, self._shape.end   # type: ignore[union-attr]
+        while True:
+            pos = match(data, pos)   # (a match of no line at all is a match too)
+            if pos >= end:
+                break
+            starts.append(pos)
+            pos = data.find(b"\n", pos) + 1
+        if found:
+            starts = sorted(set(starts).union(data.rfind(b"\n", 0, at) + 1 for at in found))
+        out = [True] * len(urls)
+        if starts:
+            unsure, line, pos = [], 0, 0
+            for at in starts:   # (offsets to line numbers, counting the "\n"s once)
+                line += data.count(b"\n", pos, at)
+                unsure.append(line)
+                pos = at
+            # (each with all the searches: a URL that has no key, "year=" or date is not stopped by them)
+            for i, clear in zip(unsure, self._each([urls[i] for i in unsure], self.keys, self.dated, self.dated)):
+                out[i] = clear
+        return out
+
+    def _each(self, urls: list[str], keys: Collection[str], year: bool, dated: bool) -> list[bool]:
+        """``clear`` of each URL, one at a time (``keys``, ``year``, ``dated``: what the whole run
+        has, see ``clear_many``)."""
         length, segments, repeats, params = self.length, self.segments, self.repeats, self.params
         out: list[bool] = []
         put = out.append
@@ -217,6 +292,28 @@ class _PlainTest:
                 continue
             out[-1] = True
         return out
+
+
+def _plain_shape(segments: int, params: int, length: int) -> Scan | None:
+    """Lines (each ending in "\\n") of a URL that no count of the plain test stops: "://" with no
+    "/" before it, at most ``segments`` "/" after it (none in the query) and fewer than
+    ``params`` "&" after the first "?" following it. A bound that a URL of ``length`` characters
+    cannot pass is none; None when a bound is more than RE2 counts to (1000) but less than that."""
+    def upto(n: int) -> str:
+        return "*" if n >= length else f"{{0,{n}}}"
+    if any(1000 < n < length for n in (segments, params - 1)):
+        return None
+    query = rf"(?:\?[^&/\n]*(?:&[^&/\n]*){upto(params - 1)})?" if params > 0 else ""
+    return _scan(rf"(?:[^/\n]*://[^/?\n]*(?:/[^/?\n]*){upto(segments)}{query}\n)*")
+
+
+def _scan(pattern: str) -> Scan | None:
+    """``pattern`` for RE2 (``Scan``), or None if RE2 reads it otherwise (a key that ``re.escape``
+    escaped in a way RE2 refuses): the URLs are then each looked at."""
+    try:
+        return Scan(pattern)
+    except Exception:   # (re2.error, whatever the binding's version calls it)
+        return None
 
 
 class Admission:
@@ -262,11 +359,31 @@ class Admission:
         scope = self.scope
         if self.deny or self.allow or depth > self.max_depth or scope.mode == "prefix":
             return [check(url, depth) for url in urls]
-        answers: dict[str, bool] = scope._answers  # type: ignore[attr-defined]
-        allows = scope.allows
+        plains = self._plain.clear_many(urls)
+        if len(urls) < _RUN:
+            return self._check_each(urls, depth, plains)
+        if _one_host_part(urls) is not None:   # (most runs: one host) its answer, asked of the first URL
+            oks = [scope.allows(urls[0])] * len(urls)
+        else:   # the scope's answer for each host (and port): asked of its first URL, as one at a time would
+            keys = _host_parts(urls)
+            allows = scope.allows
+            answers = {key: allows(url) for key, url in dict(zip(keys[::-1], urls[::-1])).items()}
+            oks = list(map(answers.__getitem__, keys))
+        if oks[0] and all(plains) and all(oks):   # (most runs)
+            return [None] * len(urls)
+        out: list[str | None] = [None] * len(urls)
+        for i in compress(range(len(urls)), map(not_, map(and_, oks, plains))):
+            url = urls[i]
+            out[i] = "scope" if not oks[i] and len(url) <= MAX_URL_LENGTH else check(url, depth)
+        return out
+
+    def _check_each(self, urls: list[str], depth: int, plains: list[bool]) -> list[str | None]:
+        """``check_many`` of a short run (``plains``: the plain test of each URL), URL by URL."""
+        answers: dict[str, bool] = self.scope._answers  # type: ignore[attr-defined]
+        allows = self.scope.allows
         out: list[str | None] = []
         put = out.append
-        for url, plain in zip(urls, self._plain.clear_many(urls)):
+        for url, plain in zip(urls, plains):
             end = url.find("/", 8)
             ok = answers.get(url[:end] if end >= 0 else url)
             if ok is None:
@@ -276,7 +393,7 @@ class Admission:
             elif not ok and len(url) <= MAX_URL_LENGTH:
                 put("scope")
             else:
-                put(check(url, depth))
+                put(self.check(url, depth))
         return out
 
     def _today(self) -> datetime.date:

@@ -138,6 +138,7 @@ from typing import NamedTuple
 # Its C API (ada_c.h) is called through the package's cffi module rather than through
 # ada_url.join_url, which wraps each result in a garbage-collected object: 0.5 µs of the ~2 µs
 # a link costs (bench/urls.py).
+import re2 as _re2
 from ada_url._ada_wrapper import ffi as _ffi
 from ada_url._ada_wrapper import lib as _ada
 
@@ -463,13 +464,66 @@ _LOOKED_FURTHER = re.compile(rf"/\.|xn--|\?(?:{_TRACKING_AT})")
 _LOOKED_FURTHER_ANY_CASE = re.compile(_LOOKED_FURTHER.pattern, re.IGNORECASE | re.ASCII)
 
 
+class Scan:
+    """A pattern over a block of ASCII text as bytes, with RE2: in time linear in the text, and
+    3-4 times as fast as ``re`` over a thousand URLs (``re`` tries each character where the pattern
+    has no literal to look for first). The pattern must mean the same in both (no lookaround, no
+    backreference; RE2's leftmost-first matching picks what ``re`` picks); the offsets are the
+    text's own, since its characters are bytes. ``re2``'s own match methods make a match object
+    each; its ``Match`` entry point, where this version of the binding has it, does not."""
+
+    __slots__ = ("pattern", "_re", "_match", "_start", "_anywhere")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        options = _re2.Options()
+        options.log_errors = False
+        self._re = _re2.compile(pattern, options)
+        anchors = getattr(_re2, "_Anchor", None)
+        self._match = getattr(getattr(self._re, "_regexp", None), "Match", None)
+        if anchors is None or self._match is None:
+            self._match = None
+        else:
+            self._start, self._anywhere = anchors.ANCHOR_START, anchors.UNANCHORED
+
+    def end(self, data: bytes, pos: int) -> int:
+        """Where the match that begins at ``pos`` ends (the pattern matches the empty string)."""
+        if self._match is None:
+            return self._re.match(data, pos).end()   # type: ignore[no-any-return]
+        return self._match(self._start, data, pos, len(data))[0][1]   # type: ignore[no-any-return]
+
+    def starts(self, data: bytes) -> list[int]:
+        """Where the matches of a search through ``data`` begin (one after another, as ``finditer``)."""
+        if self._match is None:
+            return [m.start() for m in self._re.finditer(data)]
+        out, match, anywhere, pos, end = [], self._match, self._anywhere, 0, len(data)
+        while pos <= end:
+            at, pos = match(anywhere, data, pos, end)[0]
+            if at < 0:
+                break
+            out.append(at)
+            if pos == at:   # (an empty match: the next search starts a byte further)
+                pos += 1
+        return out
+
+
+# _NORMAL_LINES for RE2, without the lookahead: the port (1 to 4 digits) spelt out, not 80 or 443.
+_PORT_NOT_DEFAULT = r"[1-9]|[1-79][0-9]|8[1-9]|[1-35-9][0-9][0-9]|4[0-35-9][0-9]|44[0-24-9]|[1-9][0-9]{3}"
+_NORMAL_LINES_SCAN = Scan(rf"(?:https?://(?:{_HOST})(?::(?:{_PORT_NOT_DEFAULT}))?{_PATH}"
+                          rf"(?:\?{_QUERY})?\n)*")
+_LOOKED_FURTHER_SCAN = Scan(_LOOKED_FURTHER.pattern)
+
+
 def normal_lines(text: str) -> list[int]:
     """Where the lines of ``text`` that may not be in normal form begin, in order.
 
     ``text`` is whole lines, each ending in "\\n". Every other line, without its "\\n", is its
     own :func:`normalize` (it has the shape :func:`_is_normal` vouches for: test_urls_lines checks
     both against the full rules); a line listed here may be normal too, or no URL at all.
+    ASCII text (most pastes) is matched as bytes, with RE2 (``Scan``).
     """
+    if text.isascii():
+        return _normal_lines_ascii(text.encode("ascii"), text)
     starts = []
     end, pos = len(text), 0
     match = _NORMAL_LINES.match
@@ -481,8 +535,26 @@ def normal_lines(text: str) -> list[int]:
         pos = text.find("\n", pos) + 1
         if not pos:
             break
-    further = _LOOKED_FURTHER.finditer(text.lower()) if text.isascii() else _LOOKED_FURTHER_ANY_CASE.finditer(text)
+    further = _LOOKED_FURTHER_ANY_CASE.finditer(text)
     more = [text.rfind("\n", 0, m.start()) + 1 for m in further]
+    return sorted(set(starts + more)) if more else starts
+
+
+def _normal_lines_ascii(data: bytes, text: str) -> list[int]:
+    """``normal_lines`` of ASCII ``text`` (``data``: the same, as bytes)."""
+    starts = []
+    end, pos = len(data), 0
+    match = _NORMAL_LINES_SCAN.end
+    while True:
+        pos = match(data, pos)   # (a match of no line at all is a match too)
+        if pos >= end:
+            break
+        starts.append(pos)
+        pos = data.find(b"\n", pos) + 1
+        if not pos:
+            break
+    further = _LOOKED_FURTHER_SCAN.starts(data.lower())
+    more = [data.rfind(b"\n", 0, at) + 1 for at in further]
     return sorted(set(starts + more)) if more else starts
 
 

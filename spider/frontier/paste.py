@@ -28,6 +28,7 @@ import time
 import zlib
 from dataclasses import replace
 from itertools import compress, repeat
+from operator import concat
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ..records import QueueEntry, is_data, parse_queue_line, rejected_line
@@ -169,7 +170,9 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
         run = text[pos:at].split("\n")
         run.pop()   # (what follows the run's last "\n": nothing)
         no += len(run)
-        if cap is not None:   # (a host's budget counts only URLs new to the table: looked up first)
+        if not run:   # (two lines to judge the whole way in a row: most lines of a mixed paste)
+            pass
+        elif cap is not None:   # (a host's budget counts only URLs new to the table: looked up first)
             for url in run:
                 take(url, "-", "-", 0, url + _BARE)
         else:   # most lines: the whole run at once, one call a line for each step (map: no loop in Python)
@@ -181,7 +184,7 @@ def judge_stretch(data: bytes, first: int, seen: "SeenSet", admit: Callable[[str
             if reasons is None or not any(reasons):   # all admitted: new unless adding says known
                 new = list(compress(run, add_many(fps) if add_many is not None else map(add, fps)))
                 urls += new
-                lines += [url + _BARE for url in new]
+                lines += map(concat, new, repeat(_BARE, len(new)))
             else:
                 for url, fp, reason in zip(run, fps, reasons):
                     if reason is None:
