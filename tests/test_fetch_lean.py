@@ -222,3 +222,19 @@ def test_the_request_head_is_made_once_for_the_same_headers(monkeypatch: pytest.
     finally:
         f.close()
         _stop(server)
+
+
+def test_a_read_of_any_size_receives_at_most_64_kib_at_once() -> None:
+    """``_Wire.read1(n)`` asks the socket for at most 64 KiB whatever ``n`` (a declared length of
+    1 TB read as one piece must not allocate 1 TB), and ``read(n)`` stops at the end."""
+    from spider.fetch import _Wire
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b"x" * 200_000)
+    theirs.close()
+    wire = _Wire(ours)
+    try:
+        assert len(wire.read1(10**12)) <= 65536
+        assert len(wire.read(10**12)) > 0 and wire.read1(10**12) == b""
+    finally:
+        wire.close()
