@@ -3,8 +3,9 @@
 Redirects are returned to the caller, which checks each hop against scope (and dedup) before it is
 requested. One client per worker process (connection reuse): plain http on kept connections of
 its own, the rest through a ``requests.Session``, made (and requests imported) on first need;
-connect and read timeouts on every request; the body is streamed and capped after decompression (a gzip bomb stops
-at the cap) and under a total time limit (a server trickling one byte a second cannot hold a worker).
+connect and read timeouts on every request; the body is streamed and capped after decompression
+(a gzip bomb stops at the cap) and under a total time limit (a server trickling one byte a second
+cannot hold a worker).
 Non-HTML bodies are not downloaded: the crawler records them but has nothing to parse; with a
 WARC writer (--warc) every body is still read to its end, up to --max-bytes as received, for the
 archive alone (``_Body.drain``).

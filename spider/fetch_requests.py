@@ -2,9 +2,9 @@
 
 A crawl of plain http pages without cookies and redirects never needs them: ``Fetcher`` sends
 those requests on its own kept connections (``fetch._Direct``), and importing requests costs
-~50 ms of CPU at every start. The first https URL, proxy, cookie set by a response, redirect, or
-error to name as requests names it imports this module, and requests' session is made then
-(``Fetcher.session``); from then on that process goes by requests' path for those as before.
+~50 ms of CPU at every start (issue 15). The first https URL, proxy, cookie set by a response,
+redirect, or error to name as requests names it imports this module, and requests' session is
+made then (``Fetcher.session``); that process then goes by requests' path for those as before.
 """
 
 from __future__ import annotations
