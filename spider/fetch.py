@@ -1,9 +1,11 @@
 """The fetcher: the only place that talks HTTP. One request, one hop, no redirect following.
 
 Redirects are returned to the caller, which checks each hop against scope (and dedup) before it is
-requested. One ``requests.Session`` per worker process (connection reuse); connect and read
-timeouts on every request; the body is streamed and capped after decompression (a gzip bomb stops
-at the cap) and under a total time limit (a server trickling one byte a second cannot hold a worker).
+requested. One client per worker process (connection reuse): plain http on kept connections of
+its own, the rest through a ``requests.Session``, made (and requests imported) on first need;
+connect and read timeouts on every request; the body is streamed and capped after decompression
+(a gzip bomb stops at the cap) and under a total time limit (a server trickling one byte a second
+cannot hold a worker).
 Non-HTML bodies are not downloaded: the crawler records them but has nothing to parse; with a
 WARC writer (--warc) every body is still read to its end, up to --max-bytes as received, for the
 archive alone (``_Body.drain``).
@@ -25,31 +27,25 @@ import _signal
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple, Protocol
-
-import requests
-import urllib3
-from requests.adapters import HTTPAdapter
-from requests.cookies import extract_cookies_to_jar
-from requests.hooks import default_hooks
-from requests.models import REDIRECT_STATI
-from requests.structures import CaseInsensitiveDict
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import (ClosedPoolError, ConnectTimeoutError, LocationValueError, MaxRetryError,
-                                NewConnectionError, ProtocolError, ReadTimeoutError, ResponseError)
-from urllib3.response import BaseHTTPResponse
-from urllib3.util import Timeout as TimeoutSauce
-from urllib3.util.url import _encode_target
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Protocol
 
 from .config import CrawlConfig
 from .policy import PAUSED, FetchFailure
 from .records import HTML_TYPES, safe_text
 from .warc import Exchange, WarcWriter, request_head, response_head
+
+if TYPE_CHECKING:
+    import requests
+    import urllib3
+    from urllib3.response import BaseHTTPResponse
+    from urllib3.util import Timeout as TimeoutSauce
+
+    from . import fetch_requests
 
 try:   # brotli >= 1.2 can bound its output (output_buffer_limit); an older one could be bombed
     import brotli
@@ -64,6 +60,40 @@ ACCEPT_ENCODING = "gzip, deflate" + (", br" if _BROTLI else "")
 DECODABLE = frozenset({"identity", "gzip", "x-gzip", "deflate"} | ({"br"} if _BROTLI else set()))
 _CHUNK = 65536
 MAX_INTERIM = 100   # interim (1xx) responses skipped before one request's final response
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    """The module ``name``, imported now if it was not yet, with SIGALRM held off meanwhile:
+    --max-time's timer (``_arm``) must not cut an import in two; it rings right after instead."""
+    module = sys.modules.get(name)
+    if module is None:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        try:
+            __import__(name)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        module = sys.modules[name]
+    return module
+
+
+def _parts() -> "fetch_requests":  # type: ignore[valid-type]
+    """``spider.fetch_requests``: what needs requests and urllib3 (~50 ms to import), on first need."""
+    return _module(__package__ + ".fetch_requests")
+
+
+def _urllib3_errors():  # type: ignore[no-untyped-def]
+    """``urllib3.exceptions``, imported on the first error to raise as urllib3 names it."""
+    return _module("urllib3.exceptions")
+
+
+_LAZY = frozenset({"_Connection", "_TLSConnection", "_Pool", "_TLSPool", "_Adapter"})
+
+
+def __getattr__(name: str) -> object:
+    """The subclasses of requests' and urllib3's classes, from ``spider.fetch_requests``."""
+    if name in _LAZY:
+        return getattr(_parts(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _TooSlow(BaseException):   # not an Exception: no handler on the way may swallow it
@@ -559,87 +589,6 @@ class _FinalResponse(http.client.HTTPResponse):
         raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
 
 
-class _Connection(HTTPConnection):
-    response_class = _FinalResponse
-
-
-class _TLSConnection(HTTPSConnection):
-    response_class = _FinalResponse
-
-
-class _Pool(HTTPConnectionPool):
-    ConnectionCls = _Connection
-
-
-class _TLSPool(HTTPSConnectionPool):
-    ConnectionCls = _TLSConnection
-
-
-class _Adapter(HTTPAdapter):
-    """requests' adapter, with connections that read past interim responses (``_FinalResponse``).
-
-    Without a proxy, the connection pool of an origin is remembered: requests parses the URL and
-    builds urllib3's pool key again on every request, and parses it once more for the request
-    target (0.14 ms of a request's ~0.8 ms of CPU, measured on loopback). As many origins are
-    remembered as the pool manager keeps (``pool_connections``); a closed pool is not reused.
-
-    ``open`` sends a request through that pool itself, as ``send`` would (same pool, retries,
-    timeouts, TLS settings, and requests' exception for each urllib3 error), without building a
-    ``requests.Response`` (``Fetcher`` uses it when there is no proxy and no cookie)."""
-
-    POOLS = {"http": _Pool, "https": _TLSPool}
-
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self._origin_pools: dict[tuple[str, object], HTTPConnectionPool] = {}
-
-    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):  # type: ignore[no-untyped-def]
-        url = request.url or ""
-        if proxies or cert is not None or not url.startswith(("http://", "https://")):
-            return super().get_connection_with_tls_context(request, verify, proxies, cert)
-        end = url.find("/", url.find("//") + 2)
-        key = (url if end < 0 else url[:end], verify)
-        pool = self._origin_pools.get(key)
-        if pool is None or pool.pool is None:   # new, or closed by the pool manager
-            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
-            if len(self._origin_pools) >= self._pool_connections:
-                self._origin_pools.clear()
-            self._origin_pools[key] = pool
-        return pool
-
-    def open(self, request: "_Request", target: str, verify: object, timeout: TimeoutSauce) -> BaseHTTPResponse:
-        """The urllib3 response to ``request`` (no proxy, no client certificate), its body unread;
-        ``target`` is the request target (path and query). Raises what ``send`` raises."""
-        try:
-            pool = self.get_connection_with_tls_context(request, verify)
-        except LocationValueError as e:
-            raise requests.exceptions.InvalidURL(e, request=request) from None
-        if pool.scheme == "https":   # requests sets the CA bundle on the pool before each request
-            self.cert_verify(pool, request.url, verify, None)
-        try:
-            return pool.urlopen(request.method, target, headers=request.headers, redirect=False,
-                                assert_same_host=False, preload_content=False, decode_content=False,
-                                retries=self.max_retries, timeout=timeout)
-        except Exception as e:
-            mapped = _requests_error(e, request)
-            if mapped is e:
-                raise
-            raise mapped from e
-
-    def request_url(self, request, proxies):  # type: ignore[no-untyped-def]
-        return request.path_url if not proxies else super().request_url(request, proxies)
-
-    def init_poolmanager(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = self.POOLS
-
-    def proxy_manager_for(self, proxy, **kwargs):  # type: ignore[no-untyped-def]
-        manager = super().proxy_manager_for(proxy, **kwargs)
-        if hasattr(manager, "pool_classes_by_scheme"):
-            manager.pool_classes_by_scheme = self.POOLS
-        return manager
-
-
 class _Keeper:
     """What a direct response (``_Direct``) is released to once its body was read to its end:
     nothing to do, the connection stays kept by its ``_Direct``. Named as the origin's urllib3
@@ -648,7 +597,7 @@ class _Keeper:
     __slots__ = ("_name",)
 
     def __init__(self, host: str, port: int) -> None:
-        self._name = f"{_Pool.__name__}(host={host!r}, port={port!r})"
+        self._name = f"_Pool(host={host!r}, port={port!r})"   # fetch_requests._Pool
 
     def __str__(self) -> str:
         return self._name
@@ -1027,6 +976,21 @@ def _check_close(version: int, headers: _Headers) -> bool:
     return not (pconn and "keep-alive" in pconn.lower())
 
 
+def _read_error(e: Exception, pool: object) -> Exception:
+    """The error urllib3's ``read1`` raises for ``e`` met reading a body (``e`` itself when it
+    raises it as it is); urllib3's exceptions are imported for it then."""
+    errors = _urllib3_errors()
+    if isinstance(e, socket.timeout):
+        return errors.ReadTimeoutError(pool, None, "Read timed out.")
+    if isinstance(e, errors.IncompleteRead):
+        if e.expected is not None and e.partial is not None and e.expected == -e.partial:
+            return errors.ProtocolError("Response may not contain content.", e)
+        return errors.ProtocolError(f"Connection broken: {e!r}", e)
+    if isinstance(e, (http.client.HTTPException, OSError)):
+        return errors.ProtocolError(f"Connection broken: {e!r}", e)
+    return e
+
+
 class _Reply:
     """A response on a ``_Direct`` connection, read as urllib3's ``HTTPResponse`` around
     http.client's read it for us (``read1`` undecoded, the Content-Length enforced, the errors
@@ -1084,7 +1048,7 @@ class _Reply:
             try:
                 lengths = {int(v) for v in declared.split(",")}
                 if len(lengths) > 1:
-                    raise urllib3.exceptions.InvalidHeader(
+                    raise _urllib3_errors().InvalidHeader(
                         f"Content-Length contained multiple unmatching values ({declared})")
                 length = lengths.pop()
             except ValueError:
@@ -1110,19 +1074,14 @@ class _Reply:
                 if amt is not None and not data:
                     stream.close()
                     if self.length_remaining is not None and self.length_remaining != 0:
-                        raise urllib3.exceptions.IncompleteRead(self._read, self.length_remaining)
+                        raise _urllib3_errors().IncompleteRead(self._read, self.length_remaining)
                 elif not data or self.length_remaining == len(data):
                     stream.close()   # the body's last bytes
-            except socket.timeout as e:
-                raise ReadTimeoutError(self._pool, None, "Read timed out.") from e  # type: ignore[arg-type]
-            except urllib3.exceptions.IncompleteRead as e:
-                if e.expected is not None and e.partial is not None and e.expected == -e.partial:
-                    arg = "Response may not contain content."
-                else:
-                    arg = f"Connection broken: {e!r}"
-                raise ProtocolError(arg, e) from e
-            except (http.client.HTTPException, OSError) as e:
-                raise ProtocolError(f"Connection broken: {e!r}", e) from e
+            except Exception as e:
+                mapped = _read_error(e, self._pool)
+                if mapped is e:
+                    raise
+                raise mapped from e
             clean = True
         finally:
             if not clean:   # the connection is not used again
@@ -1150,6 +1109,7 @@ class _Reply:
     def for_requests(self) -> urllib3.HTTPResponse:
         """urllib3's response around this one's stream, for requests' own path (a cookie to keep,
         a redirect whose body it reads and decodes): what that path read before."""
+        urllib3 = _module("urllib3")
         return urllib3.HTTPResponse(
             body=self._stream, headers=urllib3.HTTPHeaderDict(self.headers.items()), status=self.status,
             version=self.version, version_string="HTTP/1.1", reason=self.reason,
@@ -1158,42 +1118,91 @@ class _Reply:
             pool=self._pool, connection=self._connection)  # type: ignore[arg-type]
 
 
+def _plain_host(host: str) -> bool:
+    """Does ``host.encode("idna")`` (urllib3's check before it connects) take its ASCII path and
+    pass? It does for every host spider.urls makes: ASCII, no empty or over-long label."""
+    labels = host.split(".")
+    return host.isascii() and all(0 < len(x) < 64 for x in labels[:-1]) and len(labels[-1]) < 64
+
+
+def _gai_family() -> int:
+    """urllib3's ``allowed_gai_family``: IPv6 addresses too when this host can bind ::1 (its
+    ``HAS_IPV6``, found once, or read from urllib3 when it is imported: it may be set there)."""
+    urllib3_connection = sys.modules.get("urllib3.util.connection")
+    if urllib3_connection is not None:
+        return urllib3_connection.allowed_gai_family()  # type: ignore[no-any-return]
+    if not _FAMILY:
+        has_ipv6 = False
+        if socket.has_ipv6:
+            with contextlib.suppress(Exception), socket.socket(socket.AF_INET6) as sock:
+                sock.bind(("::1", 0))
+                has_ipv6 = True
+        _FAMILY.append(socket.AF_UNSPEC if has_ipv6 else socket.AF_INET)
+    return _FAMILY[0]
+
+
+_FAMILY: list[int] = []
+
+
+def _create_connection(host: str, port: int, timeout: float | None) -> socket.socket:
+    """urllib3's ``create_connection`` with its connection's default socket options (Nagle off):
+    each address tried in turn, the last one's error raised."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, _gai_family(), socket.SOCK_STREAM):
+        sock = None
+        try:
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as e:
+            error = e
+            if sock is not None:
+                sock.close()
+    if error is not None:
+        raise error
+    raise OSError("getaddrinfo returns an empty list")
+
+
+class _Timeouts(NamedTuple):
+    """A request's connect and read timeouts, named as urllib3's ``Timeout`` names them."""
+    connect_timeout: float
+    read_timeout: float
+
+
 class _Direct:
     """One kept keep-alive connection to a plain http origin (no TLS, no proxy), a request sent on
     it without urllib3's pool and ``urlopen`` and its response read without urllib3's and
     http.client's ``HTTPResponse`` (``_Reply``): the request head is one bytes object, made
     once for the headers sent, and the response head is split from the bytes received.
 
-    urllib3's connection still opens the socket (its options, its connect errors). A body read to
+    The socket is opened as urllib3's connection opened it (``_create_connection``), its errors
+    built by urllib3 when one comes (``fetch_requests.connect_error``). A body read to
     its end leaves the connection here for the next request, one cut closes it. Errors are the
     ones ``urlopen`` raises with ``retries=0`` (connect errors in a ``MaxRetryError``, a timeout
     for the head as ``ReadTimeoutError``, others as ``ProtocolError("Connection aborted.")``),
     and a request on a kept connection that the server closed is sent again once, on a new one,
     when it failed before any byte of the response came (urllib3 polls for that before sending)."""
 
-    __slots__ = ("conn", "keeper", "wire", "_heads")
+    __slots__ = ("dns_host", "host", "port", "keeper", "wire", "_heads")
 
     def __init__(self, host: str, port: int) -> None:
-        self.conn = _Connection(host, port)   # only connects
-        self.keeper = _Keeper(host, port)
+        # as urllib3's connection: the host resolved as given, named without a final dot
+        # (the Host header, error texts)
+        self.dns_host, self.host, self.port = host, host.rstrip("."), port
+        self.keeper = _Keeper(self.host, port)
         self.wire: _Wire | None = None
         self._heads: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 
-    def open(self, method: str, target: str, headers: Mapping[str, str], timeout: TimeoutSauce) -> _Reply:
+    def open(self, method: str, target: str, headers: Mapping[str, str], timeout: _Timeouts) -> _Reply:
         if self.wire is not None and self.wire.sock is None:   # closed with a body cut short
             self.wire = None
         for fresh in (self.wire is None, True):
             wire = self.wire
             try:
                 if wire is None:
-                    conn = self.conn
-                    conn.timeout = timeout.connect_timeout
-                    try:
-                        conn.connect()
-                    except (ConnectTimeoutError, NewConnectionError) as e:
-                        raise MaxRetryError(self.keeper, target, e) from e  # type: ignore[arg-type]
-                    wire = self.wire = _Wire(conn.sock)
-                    conn.sock = None   # ours now
+                    wire = self.wire = _Wire(self._connect(timeout.connect_timeout, target))
                 if wire.timeout != timeout.read_timeout:
                     wire.timeout = timeout.read_timeout
                     wire.sock.settimeout(wire.timeout)  # type: ignore[union-attr]
@@ -1209,19 +1218,31 @@ class _Direct:
                 try:
                     return _Reply(self, wire, method, target)
                 except (socket.timeout, BlockingIOError) as e:
-                    raise ReadTimeoutError(self.keeper, target,  # type: ignore[arg-type]
-                                           f"Read timed out. (read timeout={timeout.read_timeout})") from e
+                    raise _urllib3_errors().ReadTimeoutError(
+                        self.keeper, target, f"Read timed out. (read timeout={timeout.read_timeout})") from e
             except _STALE as e:
                 self._drop(wire)
                 if fresh:
-                    raise ProtocolError("Connection aborted.", e) from e
+                    raise _urllib3_errors().ProtocolError("Connection aborted.", e) from e
             except (http.client.HTTPException, OSError) as e:
                 self._drop(wire)
-                raise ProtocolError("Connection aborted.", e) from e
+                raise _urllib3_errors().ProtocolError("Connection aborted.", e) from e
             except BaseException:
                 self._drop(wire)
                 raise
         raise AssertionError("unreachable")   # pragma: no cover
+
+    def _connect(self, timeout: float | None, target: str) -> socket.socket:
+        """A new socket to the origin, as urllib3's ``HTTPConnection.connect`` opens it. Its
+        errors are the ``MaxRetryError`` that ``urlopen`` raises (urllib3 imported then)."""
+        if not _plain_host(self.dns_host):   # urllib3 refuses it, or lets IDNA have its say
+            return _parts().connect(self, timeout, target)
+        try:
+            sock = _create_connection(self.dns_host, self.port, timeout)
+        except OSError as e:
+            raise _parts().connect_error(self, e, timeout, target)   # noqa: B904  # its own cause
+        sys.audit("http.client.connect", self, self.host, self.port)
+        return sock
 
     def _drop(self, wire: _Wire | None) -> None:
         if wire is not None:
@@ -1242,11 +1263,11 @@ class _Direct:
 
     def _head_after_line(self, method: str, headers: Mapping[str, str]) -> bytes:
         """The header lines http.client writes (its checks of names and values applied)."""
-        lines = http.client.HTTPConnection(self.conn.host, self.conn.port)
+        lines = http.client.HTTPConnection(self.host, self.port)
         names = {k.lower() for k in headers}
         lines.putrequest(method, "/", skip_host="host" in names, skip_accept_encoding="accept-encoding" in names)
         if "user-agent" not in names:
-            lines.putheader("User-Agent", urllib3.connection._get_default_user_agent())
+            lines.putheader("User-Agent", _module("urllib3.connection")._get_default_user_agent())
         for name, value in headers.items():
             lines.putheader(name, value)
         return b"\r\n".join(lines._buffer[1:] + [b"", b""])  # type: ignore[attr-defined]
@@ -1255,42 +1276,48 @@ class _Direct:
         self._drop(self.wire)
 
 
-def _requests_error(e: Exception, request: "_Request") -> Exception:
-    """requests' exception for a urllib3 error, as ``HTTPAdapter.send`` maps it (no proxy here)."""
-    if isinstance(e, (ProtocolError, OSError)):
-        return requests.ConnectionError(e, request=request)
-    if isinstance(e, MaxRetryError):
-        if isinstance(e.reason, ConnectTimeoutError) and not isinstance(e.reason, NewConnectionError):
-            return requests.ConnectTimeout(e, request=request)
-        if isinstance(e.reason, ResponseError):
-            return requests.exceptions.RetryError(e, request=request)
-        if isinstance(e.reason, urllib3.exceptions.SSLError):
-            return requests.exceptions.SSLError(e, request=request)
-        return requests.ConnectionError(e, request=request)
-    if isinstance(e, ClosedPoolError):
-        return requests.ConnectionError(e, request=request)
-    if isinstance(e, urllib3.exceptions.SSLError):
-        return requests.exceptions.SSLError(e, request=request)
-    if isinstance(e, ReadTimeoutError):
-        return requests.ReadTimeout(e, request=request)
-    if isinstance(e, urllib3.exceptions.InvalidHeader):
-        return requests.exceptions.InvalidHeader(e, request=request)
-    return e
-
-
 # An http(s) URL that needs nothing of requests' preparation (spider.urls' normal form, ASCII, no
 # userinfo, no fragment, no empty query): the request target is what follows group 1, as is.
 _PLAIN_URL = re.compile(r"(https?://[^/?#@\\\x00-\x20\x7f]+)/[^#\x00-\x20\x7f]*(?<!\?)\Z", re.ASCII)
 
 
-# A request target that urllib3's ``_encode_target`` leaves as it is (no "%" either: it would
-# upper-case an escape's hex digits).
-_SAFE_TARGET = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/?-]*")
+# A request target that urllib3's ``_encode_target`` leaves as it is: allowed characters and
+# escapes already in upper case (it would upper-case an escape's hex digits).
+_SAFE_TARGET = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/?-]*(?:%[0-9A-F]{2}[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)*")
 
 
 def _target(target: str) -> str:
     """The request target as urllib3 sends it (a "%" that starts no escape goes as "%25")."""
     return target if _SAFE_TARGET.fullmatch(target) else _encode_target(target)
+
+
+# urllib3.util.url's, for ``_encode_target``
+_TARGET_RE = re.compile(r"^(/[^?#]*)(?:\?([^#]*))?(?:#.*)?$")
+_PERCENT_RE = re.compile(r"%[a-fA-F0-9]{2}")
+_PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-~" "!$&'()*+,;=" ":@/")
+_QUERY_CHARS = _PATH_CHARS | {"?"}
+
+
+def _encode_target(target: str) -> str:
+    """urllib3's ``_encode_target`` (urllib3.util.url), without importing urllib3: the path and
+    the query percent-encoded where they hold what they may not, existing escapes kept (their
+    hex digits in upper case) unless some "%" starts none, when every "%" is encoded."""
+    match = _TARGET_RE.match(target)
+    if not match:   # not for a target that starts with "/", as ours do
+        raise _urllib3_errors().LocationParseError(f"{target!r} is not a valid request URI")
+    path, query = match.groups()
+    encoded = _encode_invalid_chars(path, _PATH_CHARS)
+    if query is not None:
+        encoded += "?" + _encode_invalid_chars(query, _QUERY_CHARS)
+    return encoded
+
+
+def _encode_invalid_chars(component: str, allowed: frozenset[str]) -> str:
+    component, escapes = _PERCENT_RE.subn(lambda m: m.group(0).upper(), component)
+    data = component.encode("utf-8", "surrogatepass")
+    keep_percent = escapes == data.count(b"%")
+    return "".join(chr(byte) if (keep_percent and byte == 37) or (byte < 128 and chr(byte) in allowed)
+                   else "%%%02X" % byte for byte in data)
 
 
 def _plain(headers: Mapping[str, str]) -> dict[str, str]:
@@ -1299,6 +1326,18 @@ def _plain(headers: Mapping[str, str]) -> dict[str, str]:
     0.7; ~10 µs a request in all, measured on loopback)."""
     store = getattr(headers, "_store", None)   # requests' CaseInsensitiveDict: lower -> (name, value)
     return dict(store.values()) if isinstance(store, dict) else dict(headers)
+
+
+def _merged(headers: Mapping[str, str], more: Mapping[str, str]) -> dict[str, str]:
+    """``_plain`` of requests' ``CaseInsensitiveDict(headers)`` updated with ``more``: a header of
+    ``more`` replaces one of any case, in its place, under its own name."""
+    store = {name.lower(): (name, value) for name, value in headers.items()}
+    for name, value in more.items():
+        store[name.lower()] = (name, value)
+    return dict(store.values())
+
+
+REDIRECT_STATI = (301, 302, 303, 307, 308)   # requests.models': what Session.send follows
 
 
 class _Request(NamedTuple):
@@ -1329,108 +1368,107 @@ class _Sent:
 
 class Fetcher:
     """One worker's HTTP client. With ``warc``, every exchange that got a response is also
-    written there (the fetcher owns the writer from then on: ``close`` closes it)."""
+    written there (the fetcher owns the writer from then on: ``close`` closes it).
+
+    requests' session is made on first need (``session``): a plain http request with no proxy
+    and no cookie goes by ``_Direct`` and needs neither requests nor urllib3, which are not even
+    imported (~50 ms of CPU at every start) until an https URL, a proxy, a cookie, a redirect or
+    an error to name needs them (``spider.fetch_requests``)."""
 
     direct_http = True   # plain http requests on kept connections (``_Direct``); False: urllib3's pool
 
     def __init__(self, config: CrawlConfig, warc: WarcWriter | None = None) -> None:
         self.config = config
         self.warc = warc
-        self.session = requests.Session()
-        self.session.headers.update({"User-Agent": config.user_agent,
-                                     "Accept-Encoding": ACCEPT_ENCODING,
-                                     "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"})
-        self._adapter = adapter = _Adapter(pool_connections=64, pool_maxsize=4, max_retries=0)
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        self._timeout = TimeoutSauce(connect=config.connect_timeout, read=config.read_timeout)
+        # The session's headers until it is made: requests' defaults with ours over them (names
+        # and order as there, ``test_the_headers_are_the_sessions_before_it_is_made``).
+        self._headers = {"User-Agent": config.user_agent, "Accept-Encoding": ACCEPT_ENCODING,
+                         "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5", "Connection": "keep-alive"}
+        self._session: requests.Session | None = None
+        self._requests_adapter: fetch_requests._Adapter | None = None  # type: ignore[name-defined]
+        self._timeouts = _Timeouts(config.connect_timeout, config.read_timeout)
+        self._urllib3_timeout: TimeoutSauce | None = None
         self._direct: dict[str, _Direct] = {}   # plain http origin -> its kept connection
         # requests re-reads the proxy environment on every request (0.6 ms each, measured);
         # when no proxy is configured there is nothing to honour, so skip that work.
-        if not any(k.lower().endswith("_proxy") and v and k.lower() != "no_proxy" for k, v in os.environ.items()):
-            self.session.trust_env = False
+        self._trust_env = any(k.lower().endswith("_proxy") and v and k.lower() != "no_proxy"
+                              for k, v in os.environ.items())
         if warc is not None:
             warc.add_info({"http-header-user-agent": config.user_agent,
                            "robots": "ignore" if config.ignore_robots else "classic"})
 
+    @property
+    def session(self) -> requests.Session:
+        """requests' session (imports requests the first time): what the fetcher's requests
+        went by before the direct path, and still go by when it does not apply."""
+        if self._session is None:
+            self._session, self._requests_adapter = _parts().new_session(self._headers, self._trust_env)
+        return self._session
+
+    @property
+    def _adapter(self) -> fetch_requests._Adapter:  # type: ignore[name-defined]
+        if self._requests_adapter is None:
+            self.session  # noqa: B018  # makes it
+        return self._requests_adapter
+
+    @property
+    def _timeout(self) -> TimeoutSauce:
+        """The timeouts as urllib3 takes them (its pools)."""
+        if self._urllib3_timeout is None:
+            self._urllib3_timeout = _parts().timeout(self.config.connect_timeout, self.config.read_timeout)
+        return self._urllib3_timeout
+
     def _prepare(self, url: str, headers: dict[str, str] | None, method: str = "GET") -> requests.PreparedRequest:
-        """The request ``Session.get`` would send, built directly: Session.request merges seven
-        per-call settings we never vary (params, auth, hooks, cookies into a copied jar, ...),
-        which cost about as much as parsing the page (profiled: 0.15 ms a request). The URL,
-        the userinfo as Basic auth, the session's headers and its cookies are prepared as usual."""
-        p = requests.PreparedRequest()
-        if "@" in url.split("/", 3)[2] or not url.isascii():   # userinfo, or not our normal form
-            p.prepare(method=method, url=url,
-                      headers=self.session.headers if not headers else {**self.session.headers, **headers},
-                      cookies=self.session.cookies)
-            return p
-        # A normalised URL (spider.urls) is already what prepare_url would make of it.
-        p.method, p.url, p.body = method, url, None
-        p.headers = CaseInsensitiveDict(self.session.headers)
-        if headers:
-            p.headers.update(headers)
-        p.hooks = default_hooks()
-        if self.session.cookies:   # building a Cookie header costs even when there is none
-            p.prepare_cookies(self.session.cookies)
-        else:
-            p._cookies = self.session.cookies   # type: ignore[attr-defined]  # redirects read it
-        return p
+        return _parts().prepare(self, url, headers, method)
 
     def _send(self, url: str, headers: dict[str, str] | None, method: str) -> requests.Response | _Sent:
         """The response to one request, its body unread; raises requests' exceptions.
 
         A plain http(s) URL, with no proxy, no client certificate and no cookie to send, goes
-        through the origin's connection pool directly (``_Adapter.open``): what Session.send
-        adds around the adapter is work for features not in use then (0.2 ms of a request's
-        ~0.45 ms of CPU, measured on loopback). A response that sets a cookie or redirects is
-        then handed to requests as Session.send would see it: the cookie is kept (and sent
-        from then on, by requests' own path), and a redirect's body is read and its Location
-        checked as before (``test_redirect_with_a_latin1_location_fails_as_invalid_response``)."""
-        s = self.session
+        through the origin's connection pool directly (``_Adapter.open``), or for plain http its
+        kept connection (``_Direct``): what Session.send adds around the adapter is work for
+        features not in use then (0.2 ms of a request's ~0.45 ms of CPU, measured on loopback).
+        A response that sets a cookie or redirects is then handed to requests as Session.send
+        would see it (``fetch_requests.finish``). Before the session is made, it is known to
+        have no proxy, cookie nor certificate, and the headers it would have."""
+        s = self._session
         timeout = (self.config.connect_timeout, self.config.read_timeout)
-        if s.trust_env:   # proxies from the environment: let requests merge them
+        if s is None and self._trust_env:
+            s = self.session
+        if s is not None and s.trust_env:   # proxies from the environment: let requests merge them
             return s.request(method, url, allow_redirects=False, stream=True, headers=headers, timeout=timeout)
         m = _PLAIN_URL.match(url) if url.isascii() else None
-        if m is None or s.proxies or s.cookies or s.cert is not None:
+        if m is None or s is not None and (s.proxies or s.cookies or s.cert is not None):
+            s = self.session
             # proxies given: Session.send would otherwise work out again that there are none
             return s.send(self._prepare(url, headers, method), allow_redirects=False, stream=True,
                           timeout=timeout, proxies=dict(s.proxies))
-        sent = s.headers
-        if headers:
-            sent = CaseInsensitiveDict(sent)
-            sent.update(headers)
-        request = _Request(method, url, _plain(sent))
+        sent = _plain(self._headers if s is None else s.headers) if not headers else \
+            _merged(self._headers if s is None else s.headers, headers)
+        request = _Request(method, url, sent)
         origin = m.group(1)
         plain_http = origin[4] == ":" and self.direct_http   # http://, not https://
         direct = self._direct.get(origin) if plain_http else None
         if direct is None and plain_http:
             direct = self._direct_for(origin)
         if direct is None:
-            raw = self._adapter.open(request, url[m.end(1):], s.verify, self._timeout)
+            raw = self._adapter.open(request, url[m.end(1):], self.session.verify, self._timeout)
         else:
             try:
-                raw = direct.open(method, _target(url[m.end(1):]), request.headers, self._timeout)
+                raw = direct.open(method, _target(url[m.end(1):]), request.headers, self._timeouts)
             except Exception as e:
-                mapped = _requests_error(e, request)
+                mapped = _parts().requests_error(e, request)
                 if mapped is e:
                     raise
                 raise mapped from e
         if "set-cookie" not in raw.headers and "set-cookie2" not in raw.headers and not (
                 raw.status in REDIRECT_STATI and "location" in raw.headers):
             return _Sent(request, raw)
-        try:   # the rest of Session.send, as it would run
-            if isinstance(raw, _Reply):
-                raw = raw.for_requests()
-            prepared = self._prepare(url, headers, method)
-            r = self._adapter.build_response(prepared, raw)
-            extract_cookies_to_jar(s.cookies, prepared, raw)
-            with contextlib.suppress(StopIteration):   # for Response.next: reads a redirect's body
-                r._next = next(s.resolve_redirects(r, prepared, yield_requests=True, stream=True,  # type: ignore[attr-defined]
-                                                   timeout=timeout, verify=s.verify, cert=None, proxies={}))
+        try:   # the rest of Session.send, as it would run (requests imported for it)
+            return _parts().finish(self, raw, url, headers, method)  # type: ignore[no-any-return]
         except BaseException:
             raw.close()
             raise
-        return r
 
     def _direct_for(self, origin: str) -> "_Direct | None":
         """A new kept connection for a plain ``http://host[:port]`` origin; None (urllib3's pool
@@ -1452,7 +1490,8 @@ class Fetcher:
 
     def close(self) -> None:
         self._close_direct()
-        self.session.close()
+        if self._session is not None:
+            self._session.close()
         if self.warc is not None:
             self.warc.close()
 
@@ -1490,7 +1529,7 @@ class Fetcher:
         start = time.monotonic()
         try:
             r = self._send(url, headers, method)
-        except requests.RequestException as e:
+        except _requests_exception() as e:
             return failure_of(e)
         except (UnicodeError, ValueError) as e:   # e.g. a Location header that is not UTF-8
             return FetchFailure("invalid response", False, f"{type(e).__name__}: {e}")
@@ -1534,7 +1573,7 @@ class Fetcher:
                             _utf8_header(r.headers.get("Link")), _utf8_header(r.headers.get("Refresh")))
         except _ReadFailure as e:
             return e.failure
-        except requests.RequestException as e:
+        except _requests_exception() as e:
             return failure_of(e)
         except _TooSlow:
             if ex is not None:
@@ -1588,26 +1627,37 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _requests_classes(*names: str) -> tuple[type[BaseException], ...]:
+    """requests' exception classes of these names (``requests.exceptions``), or none while
+    requests is not imported: no exception can be one of them then."""
+    errors = sys.modules.get("requests.exceptions")
+    return () if errors is None else tuple(getattr(errors, name) for name in names if hasattr(errors, name))
+
+
+def _requests_exception() -> tuple[type[BaseException], ...]:
+    """What an ``except`` of requests' exceptions catches (nothing before requests is imported)."""
+    return _requests_classes("RequestException")
+
+
 def failure_of(exc: BaseException) -> FetchFailure:
     """Name a fetch exception by what it means for retrying."""
     name = type(exc).__name__
     text = str(exc)
-    if isinstance(exc, requests.ConnectTimeout):
+    if isinstance(exc, _requests_classes("ConnectTimeout")):
         return FetchFailure("connect timeout", True, text)
-    if isinstance(exc, requests.ReadTimeout) or "Read timed out" in text or name == "ReadTimeoutError":
+    if isinstance(exc, _requests_classes("ReadTimeout")) or "Read timed out" in text or name == "ReadTimeoutError":
         return FetchFailure("timeout", True, text)
     if "BadStatusLine" in text or "LineTooLong" in text or "got more than" in text or "InvalidHeader" in text:
         return FetchFailure("invalid response", False, text)
-    if isinstance(exc, requests.exceptions.ContentDecodingError) or name == "DecodeError":
+    if isinstance(exc, _requests_classes("ContentDecodingError")) or name == "DecodeError":
         return FetchFailure("bad content encoding", False, text)
-    if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
-                        requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader)):
+    if isinstance(exc, _requests_classes("InvalidURL", "InvalidSchema", "MissingSchema", "InvalidHeader")):
         return FetchFailure("invalid request", False, text)
     if "NameResolutionError" in text or "Name or service not known" in text or "getaddrinfo" in text:
         return FetchFailure("dns error", True, text)
-    if isinstance(exc, requests.exceptions.ChunkedEncodingError) or name in ("ProtocolError", "IncompleteRead"):
+    if isinstance(exc, _requests_classes("ChunkedEncodingError")) or name in ("ProtocolError", "IncompleteRead"):
         return FetchFailure("connection broken", True, text)
-    if isinstance(exc, requests.ConnectionError):
+    if isinstance(exc, _requests_classes("ConnectionError")):
         if "Connection refused" in text:
             return FetchFailure("connection refused", True, text)
         return FetchFailure("connection error", True, text)
