@@ -471,7 +471,13 @@ def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
         raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
     if after is not None and code == 0:
         after()
-    sys.exit(code)
+    raise CrawlExit(code)
+
+
+class CrawlExit(SystemExit):
+    """The end of a crawl run on the project's files: its parent wrote its files through
+    descriptors and ``with`` blocks and reaped its children, so the entry point may end the
+    process without the interpreter's teardown (``spider/_entry.py``)."""
 
 
 @main.command()

@@ -130,3 +130,46 @@ def test_a_schedule_with_a_url_twice_keeps_its_latest_line(tmp_path: Path) -> No
     path.write_text(_lines(first, later))
     recrawl.compact_schedule(tmp_path)
     assert path.read_text() == _lines(later)
+
+
+END_NOW = """
+import atexit, sys, threading, time
+sys.path.insert(0, {root!r})
+from spider._entry import end_now
+atexit.register(lambda: print("atexit ran", flush=False))
+sys.stdout.write("buffered, no newline")
+sys.stderr.write("to stderr")
+if {thread}:
+    threading.Thread(target=time.sleep, args=(0.2,)).start()
+end_now({code!r})
+print(" returned")
+sys.exit({code!r})
+"""
+
+
+@pytest.mark.parametrize("code, thread, returned, rc", [
+    (3, False, False, 3),
+    (None, False, False, 0),
+    (130, False, False, 130),
+    (3, True, True, 3),                  # another thread runs: the usual exit, which waits for it
+    ("a message", False, True, 1),       # a message to print: the usual exit prints it
+])
+def test_ending_a_crawl_at_once_keeps_its_output_atexit_functions_and_code(tmp_path: Path, code, thread,
+                                                                           returned, rc) -> None:
+    script = tmp_path / "end.py"
+    script.write_text(END_NOW.format(root=str(ROOT), code=code, thread=thread))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == rc
+    assert out.stdout == "buffered, no newline" + (" returned\n" if returned else "") + "atexit ran\n"
+    assert out.stderr.startswith("to stderr")
+
+
+def test_a_crawl_ends_with_its_summary_and_code_through_a_pipe(tmp_path: Path) -> None:
+    """The crawl command's last lines and exit code, ended without the interpreter's teardown."""
+    out = subprocess.run([sys.executable, str(ROOT / "main.py"), "crawl", "p", "http://127.0.0.1:9/",
+                          "--projects-dir", str(tmp_path), "--workers", "1", "--delay", "0",
+                          "--max-attempts", "1", "--ignore-robots"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines()[-1].startswith("nothing crawled; failed:"), out.stderr
+    assert (tmp_path / "p" / "failed.txt").read_text().count("http://127.0.0.1:9/") == 1
