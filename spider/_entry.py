@@ -1,14 +1,22 @@
 """The console script's entry point: a Ctrl-C while the modules load exits with 130, quietly."""
 
+import gc
 import os
 import sys
 
 
 def main() -> None:
+    # No cyclic garbage collection while the modules load (~10 ms of a start: ~60 collections
+    # of objects that all stay); on again at once after.
+    was = gc.isenabled()
+    gc.disable()
     try:
         from .cli import CrawlExit, main as run
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    finally:
+        if was:
+            gc.enable()
     try:
         run()
     except CrawlExit as e:
