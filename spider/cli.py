@@ -18,7 +18,7 @@ import click
 from . import __version__
 from . import config as settings
 from .config import SCOPES, CrawlConfig
-from .crawl import EXIT_INTERRUPTED, LOCK, Crawl, CrawlError
+from .crawl import EXIT_INTERRUPTED, LOCK, Crawl, CrawlError, ProjectLock
 from .order import ORDERS
 from .traps import RULES as TRAP_RULES
 from . import safefs
@@ -471,7 +471,13 @@ def run(folder: Path, config: CrawlConfig, seeds: tuple[str, ...],
         raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
     if after is not None and code == 0:
         after()
-    sys.exit(code)
+    raise CrawlExit(code)
+
+
+class CrawlExit(SystemExit):
+    """The end of a crawl run on the project's files: its parent wrote its files through
+    descriptors and ``with`` blocks and reaped its children, so the entry point may end the
+    process without the interpreter's teardown (``spider/_entry.py``)."""
 
 
 @main.command()
@@ -623,14 +629,10 @@ def _clear_demo(folder: Path) -> None:
     started while one crawls is refused with one line (it deleted the first one's folder, the
     lock with it, and crawled beside it). The lock file itself stays: whoever deletes or writes
     the files holds the lock on that same file."""
-    from filelock import FileLock, Timeout
-
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / LOCK), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
+        lock = ProjectLock(folder / LOCK)
+        if not lock.acquire():
             raise click.ClickException(f"a crawl of {folder} is already running (another demo?); "
                                        "wait for it or stop it (Ctrl-C) first") from None
         try:

@@ -693,7 +693,7 @@ def _worker_main(config: CrawlConfig, parent_store: ClusterStore, stop: Any, par
     spider = Spider(config, store, wait=stop.wait, fetcher=Fetcher(config, warc=warc))
     code = 0
     try:
-        spider.run(lambda: stop.wait(0))
+        spider.run(stop.stopped)
         thread.stop()
         store.close()    # what it still holds goes back, its hosts are let go now
         store.forget()

@@ -356,10 +356,29 @@ def compact_schedule(folder: Path) -> None:
     path = Path(folder) / SCHEDULE
     if not path.exists():
         return
+    if _compact(data_fields(path)):
+        return   # one good line per URL already (a fresh crawl's): nothing to parse or rewrite
     pages, lines = _read_schedule(folder)
     if len(pages) == lines:
         return   # one line per URL already: nothing to rewrite
     atomic_write(path, SCHEDULE_HEADER + "".join(p.line() for p in pages.values()))
+
+
+def _compact(rows: Iterable[list[str]]) -> bool:
+    """Would ``schedule_of`` keep every line (each parses, no URL twice)? Checked without making
+    the pages (their stamps' parse was ~8 ms at the end of a 2,000-page crawl); False when unsure."""
+    urls: set[str] = set()
+    for f in rows:
+        if len(f) < 9 or f[0] in urls:
+            return False
+        try:
+            float(f[3]), int(f[5]), int(f[6])
+            if f[4] != "-":
+                float(f[4])
+        except ValueError:
+            return False
+        urls.add(f[0])
+    return True
 
 
 # -- inactive pages: no longer linked from anywhere ------------------------------------------------
