@@ -61,7 +61,7 @@ from ..safefs import atomic_write_with
 from ..urls import host_key
 from .contract import StoreError
 from .files import CLAIMS, HASHES, HEADERS, HOSTS, LOGS, QUEUE, read_hosts
-from .recovery import SIGNATURE, is_clean, recover, tidy
+from .recovery import SIGNATURE, is_clean, recover, tidy, write_signature
 from .redisstore import ADD_BATCH, KEY_SCALE, RedisStore, fingerprint, pending_lines
 
 LOCK = "crawl.lock"   # the crawl's own lock (crawl.py): a push holds it as a crawl start does
@@ -372,6 +372,10 @@ def recover_folder(folder: Path, cfg: settings.CrawlConfig) -> list[str]:
         said += [f"warning: {p}" for p in rep.problems]
         if rep.recovered_claims:
             said.append(f"recovered {rep.recovered_claims} URLs that were in flight when the last run stopped")
+        # The folder is now as a clean stop leaves it: the next push or pull of it (or a crawl
+        # start) need not check and rewrite every file again. Without this, each push rewrote
+        # queue.txt, and one killed mid-rewrite left its temporary file in the folder.
+        write_signature(folder, cfg.key())
     return said
 
 
