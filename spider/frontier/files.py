@@ -81,7 +81,9 @@ BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be r
 HOT_URLS = 4096   # URLs a process remembers as known (``FileStore.known``): a site's menus fit
 _PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and the store asked per lock
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))   # a forked worker: its own
+_NO_STATE = HostState()   # a host never heard of (frozen: shared, not built per question)
 ENDED = frozenset({"crawled", "failed", "rejected"})   # logs whose last line a person may leave open
+CLAIM_BATCH = 4   # URLs a worker's claim takes at --delay 0 while their hosts keep no pace (``batch_size``)
 PASTE_LINES = 500   # pasted lines judged per claim step (paste.py): the first fetch does not wait for them
 PASTE_ROUNDS = 20   # more steps of it in one claim when nothing else can be taken
 PASTE_WARNINGS = 10   # bad pasted lines a process names on the terminal (all go to rejected.txt)
@@ -106,21 +108,28 @@ class FrontierLock:
         self.lock_file = str(path)
         self._fd: int | None = None
         self._pid = 0
+        self.depth = 0   # nested holds of this process (``FileStore.hold``): the outermost one locks
 
     def __enter__(self) -> "FrontierLock":
         if self._pid != _PID[0]:
             self._fd = safefs.open_fd(self.lock_file, os.O_RDWR | os.O_CREAT)
-            self._pid = _PID[0]
+            self._pid, self.depth = _PID[0], 0
+        elif self.depth:   # held already by this process: a step of a longer hold
+            self.depth += 1
+            return self
         fd = self._fd
         assert fd is not None
         # Blocks in the kernel until the holder lets go; a holder that dies (even by SIGKILL)
         # lets go with it. Nobody holds it across network I/O, so the wait is microseconds.
         fcntl.flock(fd, fcntl.LOCK_EX)
+        self.depth = 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._fd is not None
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self.depth -= 1
+        if not self.depth:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 class _File:
@@ -233,6 +242,32 @@ class _File:
         self.fd, self.ino, self.pos = None, None, 0
 
 
+class _Hold:
+    """``FileStore.hold`` (a class, not a generator: it is entered once a page)."""
+
+    __slots__ = ("store", "outer")
+
+    def __init__(self, store: "FileStore") -> None:
+        self.store, self.outer = store, False
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._guard(store.lock.__enter__)
+        if store._holding:
+            return
+        try:
+            store._guard(store._sync)
+        except BaseException:
+            store.lock.__exit__()
+            raise
+        store._holding = self.outer = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.outer:
+            self.store._holding = self.outer = False
+        self.store.lock.__exit__()
+
+
 class _Staged:
     """The shared dedup table as the paste judge sees it: its members, and apart from them the
     stretch's new URLs, which the table may learn only once their lines are written (the table
@@ -280,6 +315,7 @@ class FileStore:
         self._texts: dict[int, int] = {}   # 64 bits of a text hash -> offset of its line in hashes.txt
         self._log_fds: dict[str, tuple[int, Path]] = {}     # open append-only logs of this process
         self._log_pid = _PID[0]
+        self._log_ends: dict[str, int] = {}   # where our last record ended in an outcome log (``_end_log``)
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._track_seen = track_seen
@@ -305,6 +341,8 @@ class FileStore:
         self._paste_warned = 0
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
+        self._holding = False   # inside ``hold``: synced once, the steps need not look again
+        self.batch = 1   # URLs of hosts that keep no pace one claim may take (``claim``; CLAIM_BATCH)
         self._reset_view()
 
     # -- derived state ---------------------------------------------------------------------------
@@ -408,6 +446,13 @@ class FileStore:
                 else:
                     self._base.crawled += 1
 
+    def hold(self) -> "_Hold":
+        """One lock hold for several steps (a page's text hash, links, logs and outcome): the
+        files are looked at once, not once a step. Steps taken inside are not synced again: no
+        process of the crawl writes while we hold the lock, and an edit by hand lands before or
+        after the hold as it would between two steps. No network I/O inside."""
+        return _Hold(self)
+
     def _sync(self) -> None:
         """Catch up with what other processes appended (caller holds the lock).
 
@@ -416,6 +461,8 @@ class FileStore:
         done are then counted from crawled.txt and failed.txt, not from journal records: a
         process may have missed a whole journal (two edits in a row), and a journal copied by
         hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
+        if self._holding:   # synced when the hold began (``hold``)
+            return
         running = self._queue.fd is not None and self._claims.fd is not None
         if self._shared:
             gen = self.seen.generation   # type: ignore[union-attr]
@@ -750,13 +797,14 @@ class FileStore:
         if self._hot_of is not seen or len(hot) > HOT_URLS:
             hot.clear()
             self._hot_of = seen
-        out = set()
-        for u in urls:
-            if u in hot:
-                out.add(u)
-            elif u in seen:
-                out.add(u)
-                hot.add(u)
+        if not isinstance(urls, (list, tuple)):
+            urls = list(urls)
+        out = hot.intersection(urls)   # a page's menu links: all of them, mostly (a set operation)
+        if len(out) < len(urls):
+            for u in urls:
+                if u not in out and u in seen:
+                    out.add(u)
+                    hot.add(u)
         return out
 
     def counts(self) -> Counts:
@@ -801,7 +849,9 @@ class FileStore:
             c = self.counts()
             if c.pending == self._held and not c.in_flight and self._end_typed_line():
                 c = self.counts()   # the crawl would end here: take a line typed without its newline
-            room = claim_limit(limit, self.max_pages, c)   # new URLs --max-pages still allows
+            # New URLs --max-pages still allows (a batch's included: the budget is never overshot)
+            room = claim_limit(max(limit, self.batch), self.max_pages, c)
+            want = limit   # raised to a batch by a first URL whose host keeps no pace
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
@@ -813,12 +863,13 @@ class FileStore:
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
             wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
             rounds = PASTE_ROUNDS
-            while len(taken) < limit:
+            while len(taken) < want:
                 # The selection policy (spider/order.py): the best URL of a host that is ready;
                 # past --max-pages, the best recheck (rechecks do not use the budget up).
                 index = self._frontier if room else self._rechecks
                 host, off, w = index.select(now, ready_at, self._live)
-                if host is None and self._paste is not None and self._track_seen and room and rounds:
+                if host is None and self._paste is not None and self._track_seen and room and rounds \
+                        and len(taken) < limit:
                     rounds -= 1   # nothing to take now: judge on, a bounded while (the lock is held)
                     self._judge_paste(PASTE_LINES)
                     continue
@@ -860,6 +911,7 @@ class FileStore:
                 taken.append(Claim(entry, self.owner))
                 if room and not recheck:
                     room -= 1
+                want = batch_size(want, limit, self.batch, len(taken), delay, c.pending - self._held)
             if records:
                 _, self._claims.pos = self._claims.append("".join(records))
             self._idle = None
@@ -1069,7 +1121,7 @@ class FileStore:
 
     def host_state(self, host: str) -> HostState:
         """This process's latest view of a host (no lock: for choosing delays)."""
-        st = self._host_state.get(host, HostState())
+        st = self._host_state.get(host, _NO_STATE)
         nxt = self._host_next.get(host, 0.0)
         return st if st.next_allowed >= nxt else replace(st, next_allowed=nxt)
 
@@ -1154,11 +1206,14 @@ class FileStore:
 
     def _log(self, name: str, text: str) -> None:
         fd, path = self._log_fd(name)
-        safefs.write_whole(fd, text.encode("utf-8"), path)
+        data = text.encode("utf-8")
+        safefs.write_whole(fd, data, path)
+        if name in self._log_ends:   # ended just now (``_end_log``), under the lock: ours is last
+            self._log_ends[name] += len(data)
 
     def _log_fd(self, name: str) -> tuple[int, Path]:
         if self._log_pid != _PID[0]:   # a forked worker opens its own descriptors
-            self._log_fds, self._log_pid = {}, _PID[0]
+            self._log_fds, self._log_ends, self._log_pid = {}, {}, _PID[0]
         out = self._log_fds.get(name)
         if out is None:
             path = self.folder / LOGS[name]
@@ -1174,8 +1229,10 @@ class FileStore:
         through the descriptor the record is then written with (no open per record)."""
         fd, path = self._log_fd(name)
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and size != self._log_ends.get(name) and os.pread(fd, 1, size - 1) != b"\n":
             safefs.write_whole(fd, b"\n", path)
+            size += 1
+        self._log_ends[name] = size   # where the record now written starts (``_log``)
 
     def fold(self) -> bool:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.
@@ -1290,6 +1347,19 @@ class FileStore:
                     yield parse_queue_line(line)
                 except ValueError:
                     continue
+
+    def close(self) -> None:
+        """Close this process's descriptors of the project files (a store it is done with)."""
+        for f in (self._queue, self._claims, self._hashes, self._rejects):
+            f.close()
+        if self._log_pid == _PID[0]:
+            for fd, _ in self._log_fds.values():
+                os.close(fd)
+        self._log_fds, self._log_ends = {}, {}
+        lock = self.lock
+        if lock._fd is not None and lock._pid == _PID[0] and not lock.depth:
+            os.close(lock._fd)
+        lock._fd, lock._pid = None, 0
 
     def after_fork(self, owner: int) -> None:
         """In a forked worker: claims are taken in the worker's own name. Forked from a process
@@ -1706,6 +1776,22 @@ class FileStore:
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
                     consumed=0, delayed=sorted(delayed), rechecks=len(rechecks), paste=self._folded_paste)
         return meta, carried.seen, buckets + rechecks
+
+
+def batch_size(want: int, limit: int, batch: int, taken: int, delay: float, pending: int) -> int:
+    """How many URLs a claim takes, after taking its ``taken``-th one whose host's delay is ``delay``.
+
+    A worker's claim of one URL (``limit`` 1) takes up to ``batch`` while every host it takes
+    keeps no pace (--delay 0, no failures, no robots.txt to fetch first): one lock hold and one
+    journal write for several pages, at most ``batch`` URLs in flight that a kill -9 makes
+    fetched again (as any claim, they are recovered on resume). A paced host ends the batch (its
+    slot starts at the claim), and a batch takes at most half of what is ``pending``, so other
+    workers are not left idle."""
+    if delay > 0:
+        return min(want, max(limit, taken))
+    if taken == 1 and limit == 1 and batch > 1:
+        return max(1, min(batch, (pending + 1) // 2))
+    return want
 
 
 def _journal_head(queue: os.stat_result) -> str:
