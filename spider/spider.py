@@ -82,8 +82,9 @@ class Spider:
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
-        if config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore):
-            store.batch = CLAIM_BATCH   # except of hosts that keep no pace (files.batch_size)
+        self._batched = config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore)
+        if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
+            store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
@@ -106,6 +107,11 @@ class Spider:
                         for rest in result.claims[i:]:
                             self.store.settle(rest, "released", requeue=rest.entry)
                         return
+                    if i and self._batched and not self._keeps_no_pace(host_key(claim.url)):
+                        # A batch's host that began to keep a pace meanwhile (a 429, Retry-After,
+                        # failures): its URL goes back, to be claimed when its slot comes.
+                        self.store.settle(claim, "released", requeue=claim.entry)
+                        continue
                     self.crawl_page(claim)
                 continue
             if result.finished:
@@ -117,6 +123,13 @@ class Spider:
                 idle = min(IDLE_MAX, idle * 2)
             if self.wait(pause):
                 return
+
+    def _keeps_no_pace(self, host: str) -> bool:
+        """No delay, no slot to wait for, no failures, no reason to hold back: what a batch's
+        URLs need, as they were claimed, to be fetched one after the other."""
+        state = self.store.host_state(host)
+        return (state.next_allowed <= self.clock() and not state.failures and state.reason == "-"
+                and self.delay_for(host) == 0)
 
     def floor(self, host: str) -> float:
         """The least delay for a host: --delay, raised by its robots.txt Crawl-delay (capped)."""
@@ -650,10 +663,12 @@ class Spider:
             known = self.store.known(url for _, url in resolved)   # one question for the whole page
         else:
             resolved, known = checked
+        linked = report.linked.append
+        duplicates = 0
         for link, url in resolved:
-            if url in batch or url in known:
-                report.duplicates += 1
-                report.linked.append(url)
+            if url in known or url in batch:   # (most of a page's links: counted in a local)
+                duplicates += 1
+                linked(url)
                 continue
             reason = self.admission.check(url, new_depth)
             if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
@@ -667,7 +682,8 @@ class Spider:
                 refused.append((url, reason, page_url))
                 continue
             batch[url] = QueueEntry(url, new_depth, 0, 0.0, page_url, kind)
-            report.linked.append(url)
+            linked(url)
+        report.duplicates += duplicates
         if refused:
             self._reject(refused)
         if batch:

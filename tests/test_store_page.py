@@ -243,3 +243,29 @@ def test_a_time_with_no_stamp_still_raises() -> None:
     with pytest.raises(OverflowError):
         utc_stamp(float("inf"))
     assert records.utc_stamp(5.5) == "1970-01-01T00:00:05Z"
+
+
+def test_a_batchs_host_that_answers_429_is_not_asked_again_before_its_retry_after(site: TestSite,
+                                                                                  tmp_path: Path) -> None:
+    pages = [f"/{c}.html" for c in "abcdefgh"]
+    site.route("/", body="".join(f'<a href="{p}">{p}</a>' for p in pages))
+    asked: list[tuple[str, float]] = []
+    spider, store = crawl(site, tmp_path)
+    clock = spider.clock
+
+    def answer(path: str, status: int, headers: dict):  # type: ignore[no-untyped-def]
+        def handler(info):  # type: ignore[no-untyped-def]
+            asked.append((path, clock()))
+            if info.count == 1 and status != 200:
+                return status, headers, b""
+            return 200, {}, f"<p>{path}</p>".encode()
+        return handler
+
+    for p in pages:
+        site.route(p, handler=answer(p, 429 if p == "/a.html" else 200, {"Retry-After": "100"}))
+    run(spider)
+    (t429,) = [t for p, t in asked if p == "/a.html"][:1]
+    after = [(p, t) for p, t in asked if t >= t429 and (p, t) != ("/a.html", t429)]
+    assert after and all(t >= t429 + 100 for _, t in after), asked   # the batch's others waited too
+    crawled = sorted(line.split("\t")[0] for line in data_lines(tmp_path / CRAWLED))
+    assert crawled == sorted([site.url("/")] + [site.url(p) for p in pages])

@@ -219,7 +219,7 @@ class _File:
         assert self.fd is not None
         return os.pread(self.fd, limit, offset)
 
-    def append(self, text: str) -> tuple[int, int]:
+    def append(self, text: str, size: int | None = None) -> tuple[int, int]:
         """Append whole lines; returns the offsets they start and end at.
 
         Our lines start on a line of their own: a last line without its newline (typed by hand
@@ -227,9 +227,10 @@ class _File:
         glued to it and both lost. The caller holds the frontier lock, so no other process of
         the crawl appends between the look at the last byte and the write. A file that ends
         where we last read it ends with the newline of the line we read last (``pos`` is always
-        just past a newline), so only a file that grew since needs its last byte read."""
+        just past a newline), so only a file that grew since needs its last byte read. ``size``:
+        the file's size as this lock hold just saw it (``look``), else asked."""
         assert self.fd is not None
-        offset = os.fstat(self.fd).st_size
+        offset = os.fstat(self.fd).st_size if size is None else size
         data = ours = text.encode("utf-8")
         if offset and offset != self.pos and os.pread(self.fd, 1, offset - 1) != b"\n":
             data, offset = b"\n" + ours, offset + 1
@@ -342,6 +343,7 @@ class FileStore:
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
         self._holding = False   # inside ``hold``: synced once, the steps need not look again
+        self._read: tuple[int, bytes] = (0, b"")   # queue.txt bytes a claim step read (``_line_at``)
         self.batch = 1   # URLs of hosts that keep no pace one claim may take (``claim``; CLAIM_BATCH)
         self._reset_view()
 
@@ -857,6 +859,7 @@ class FileStore:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
                 return ClaimResult([], c.pending - self._held, c.in_flight, self._idle[1], False)
             self._release_due(now)
+            self._read = (0, b"")   # what ``_line_at`` read in this step only
             taken: list[Claim] = []
             records: list[str] = []
             host_next = self._host_next
@@ -995,12 +998,22 @@ class FileStore:
                     self._rechecks.push(host, score, off)
 
     def _line_at(self, off: int) -> tuple[str, int]:
-        """The queue line starting at byte ``off``, and the offset just past it."""
+        """The queue line starting at byte ``off``, and the offset just past it.
+
+        A batch's lines mostly follow each other: a line within the bytes the same claim step
+        read last is taken from them (``_read``: lines written are never changed in place; an
+        edit that did is found when the next hold begins)."""
+        start, got = self._read
+        if start <= off and off - start < len(got):
+            nl = got.find(b"\n", off - start)
+            if nl >= 0:
+                return got[off - start:nl + 1].decode("utf-8", "replace"), start + nl + 1
         size = 4096
         while True:
             data = self._queue.read_at(off, size)
             nl = data.find(b"\n")
             if nl >= 0:
+                self._read = (off, data)
                 return data[:nl + 1].decode("utf-8", "replace"), off + nl + 1
             if len(data) < size:
                 return data.decode("utf-8", "replace"), off + len(data)
@@ -1168,7 +1181,7 @@ class FileStore:
                     if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
                         return fields[1].strip()
                     # a line cut by power loss, or another hash sharing these 64 bits: not a copy
-                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n")
+                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n", None if st is None else st.st_size)
                 self._texts[key] = off
                 return url
         return self._guard(go)  # type: ignore[return-value]
