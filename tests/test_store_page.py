@@ -157,8 +157,21 @@ def test_a_paced_host_ends_a_batch_and_one_alone_is_taken_alone(tmp_path: Path) 
     assert [c.url for c in store.claim(1, 0.0, paced).claims] == [B + "0"]
     store.add([QueueEntry(f"{A}{i}") for i in range(6)])   # a.test keeps no pace, b.test does
     got = [c.url for c in store.claim(1, 0.5, paced).claims]
-    assert got[:1] == [A + "0"] and all(u.startswith(A) for u in got[:-1])
-    assert sum(u.startswith(B) for u in got) == 0   # b.test's slot is taken until 1.0
+    assert got == [A + "0", A + "1", A + "2", A + "3"]   # b.test's slot is taken until 1.0
+    got = [c.url for c in store.claim(1, 2.0, paced).claims]
+    assert got == [B + "1"]   # b.test ready again: the best URL, taken alone
+
+
+def test_a_batch_takes_no_url_of_a_paced_host_though_it_is_ready(tmp_path: Path) -> None:
+    """A host whose robots.txt is still to fetch (ROBOTS_PENDING) or that has a delay: its URL
+    in a batch would hold its slot while the batch's other pages are fetched first."""
+    store = opened(tmp_path, owner=1)
+    store.batch = CLAIM_BATCH
+    store.add([QueueEntry(A + "0"), QueueEntry(B + "0"), QueueEntry(A + "1"), QueueEntry(B + "1"),
+               QueueEntry(A + "2"), QueueEntry(A + "3"), QueueEntry(A + "4"), QueueEntry(A + "5")])
+    paced = lambda host: 30.0 if host == "b.test" else 0.0   # noqa: E731
+    assert [c.url for c in store.claim(1, 0.0, paced).claims] == [A + "0", A + "1", A + "2", A + "3"]
+    assert [c.url for c in store.claim(1, 0.0, paced).claims] == [B + "0"]   # alone
 
 
 def test_a_batch_leaves_half_of_what_is_pending_to_the_other_workers(tmp_path: Path) -> None:

@@ -864,19 +864,23 @@ class FileStore:
             records: list[str] = []
             host_next = self._host_next
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
+            # A batch's further URLs (``batch_size``): only of hosts that keep no pace, so every
+            # one of them may be fetched right after the other.
+            unpaced = lambda h: host_next.get(h, 0.0) if delay_for(h) <= 0 else math.inf   # noqa: E731
             wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
             rounds = PASTE_ROUNDS
             while len(taken) < want:
                 # The selection policy (spider/order.py): the best URL of a host that is ready;
                 # past --max-pages, the best recheck (rechecks do not use the budget up).
                 index = self._frontier if room else self._rechecks
-                host, off, w = index.select(now, ready_at, self._live)
+                more = len(taken) >= limit
+                host, off, w = index.select(now, unpaced if more else ready_at, self._live)
                 if host is None and self._paste is not None and self._track_seen and room and rounds \
-                        and len(taken) < limit:
+                        and not more:
                     rounds -= 1   # nothing to take now: judge on, a bounded while (the lock is held)
                     self._judge_paste(PASTE_LINES)
                     continue
-                if w is not None:
+                if w is not None and not more:
                     wait = w if wait is None else min(wait, w)
                 if host is None:
                     break
@@ -1794,12 +1798,12 @@ class FileStore:
 def batch_size(want: int, limit: int, batch: int, taken: int, delay: float, pending: int) -> int:
     """How many URLs a claim takes, after taking its ``taken``-th one whose host's delay is ``delay``.
 
-    A worker's claim of one URL (``limit`` 1) takes up to ``batch`` while every host it takes
-    keeps no pace (--delay 0, no failures, no robots.txt to fetch first): one lock hold and one
-    journal write for several pages, at most ``batch`` URLs in flight that a kill -9 makes
-    fetched again (as any claim, they are recovered on resume). A paced host ends the batch (its
-    slot starts at the claim), and a batch takes at most half of what is ``pending``, so other
-    workers are not left idle."""
+    A worker's claim of one URL (``limit`` 1) whose host keeps no pace (--delay 0, no robots.txt
+    to fetch first) takes up to ``batch``, the others of hosts that keep no pace either (the
+    claim selects them so): one lock hold and one journal write for several pages, at most
+    ``batch`` URLs in flight that a kill -9 makes fetched again (as any claim, they are recovered
+    on resume). A first URL of a paced host is taken alone (its slot starts at the claim), and a
+    batch takes at most half of what is ``pending``, so other workers are not left idle."""
     if delay > 0:
         return min(want, max(limit, taken))
     if taken == 1 and limit == 1 and batch > 1:
