@@ -20,9 +20,10 @@ by a live worker), crawled (a line of crawled.txt) or failed (a line of failed.t
 The claim step: take ``frontier.lock`` (a sidecar file, never a data file), read what other
 processes appended since our last look (incremental reads of append-only files, so the cost does
 not grow with the queue), ask the selection index (``spider/order.py``: the pending lines by host
-and priority) for the best URL of a host that is ready (retry time come, budget left), append one
-journal write, release the lock. Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which
-a kill cannot tear. Whole-file rewrites (start and end of a run) go through ``atomic_write``.
+and priority) for the best URL of a host that is ready (retry time come, budget left; at --delay 0
+a few URLs of hosts that keep no pace, ``batch_size``), append one journal write, release the lock.
+Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which a
+kill cannot tear. Whole-file rewrites (start and end of a run) go through ``atomic_write``.
 
 Recovery after a kill, a power cut or a hand edit is ``recovery.py``; the verbs every store
 offers are ``contract.py``.
@@ -97,9 +98,11 @@ class FrontierLock:
     Why not ``filelock.FileLock`` here: it waits by polling (50 ms by default), and opens and
     closes the lock file on every acquire. Measured on this project's 2-core machine, 4 processes
     taking a lock 1500 times each: 1.70 s with FileLock, 0.92 s with a 0.5 ms poll, 0.05 s with a
-    kernel-blocking ``flock`` (waiters sleep in the kernel and wake when it is released). The claim
-    step takes this lock about three times per page, so that is most of the difference between
-    one worker and eight. filelock still guards ``crawl.lock`` (one crawl per project), where a
+    kernel-blocking ``flock`` (waiters sleep in the kernel and wake when it is released). A worker
+    takes this lock once or twice a page (a claim, at --delay 0 one for a few pages, and one
+    ``FileStore.hold`` for the page's text hash, links and outcome), so that is most of the
+    difference between one worker and eight. Taken again by the process that holds it (a step
+    inside a hold), it only counts: the outermost release lets go. filelock still guards ``crawl.lock`` (one crawl per project), where a
     clear timeout message matters more than microseconds. The descriptor is per process (it is
     reopened after a fork), so a forked worker never shares its parent's lock.
     """
