@@ -78,9 +78,28 @@ def clean(value: object) -> str:
     return text or "-"
 
 
+_LAST_STAMP: tuple[float, float, str] = (0.0, 0.0, "")   # [start, end) of a second, and its stamp
+
+
 def utc_stamp(when: float | None = None) -> str:
-    """ISO 8601 UTC, second precision: what every file uses for a point in time."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if when is None else when))
+    """ISO 8601 UTC, second precision: what every file uses for a point in time.
+
+    A page writes three or four of them, mostly within one second: the last second's text is
+    kept (a comparison instead of gmtime and strftime; a NaN or infinite time compares false
+    and raises as before)."""
+    t = time.time() if when is None else when
+    start, end, text = _LAST_STAMP
+    if start <= t < end:
+        return text
+    text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    start = math.floor(t)
+    _remember_stamp(start, text)
+    return text
+
+
+def _remember_stamp(start: int, text: str) -> None:
+    global _LAST_STAMP
+    _LAST_STAMP = (start, start + 1, text)
 
 
 def is_data(line: str) -> bool:

@@ -9,6 +9,7 @@ the next run fetch that page again; it never loses a page or its links.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -31,6 +32,7 @@ from .records import REQUISITE, QueueEntry, clean, crawled_line, duplicate_line,
 from .scope import Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
+from .frontier.files import CLAIM_BATCH, FileStore
 from .urls import host_key, normalize, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
@@ -80,6 +82,9 @@ class Spider:
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
+        self._batched = config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore)
+        if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
+            store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
@@ -102,6 +107,11 @@ class Spider:
                         for rest in result.claims[i:]:
                             self.store.settle(rest, "released", requeue=rest.entry)
                         return
+                    if i and self._batched and not self._keeps_no_pace(host_key(claim.url)):
+                        # A batch's host that began to keep a pace meanwhile (a 429, Retry-After,
+                        # failures): its URL goes back, to be claimed when its slot comes.
+                        self.store.settle(claim, "released", requeue=claim.entry)
+                        continue
                     self.crawl_page(claim)
                 continue
             if result.finished:
@@ -113,6 +123,13 @@ class Spider:
                 idle = min(IDLE_MAX, idle * 2)
             if self.wait(pause):
                 return
+
+    def _keeps_no_pace(self, host: str) -> bool:
+        """No delay, no slot to wait for, no failures, no reason to hold back: what a batch's
+        URLs need, as they were claimed, to be fetched one after the other."""
+        state = self.store.host_state(host)
+        return (state.next_allowed <= self.clock() and not state.failures and state.reason == "-"
+                and self.delay_for(host) == 0)
 
     def floor(self, host: str) -> float:
         """The least delay for a host: --delay, raised by its robots.txt Crawl-delay (capped)."""
@@ -395,20 +412,24 @@ class Spider:
         v = outcome.verdict
         if v is Verdict.CRAWLED and isinstance(result, Response):
             extra: dict = {}
+            read = None
             if entry.kind == REQUISITE:   # not crawled for links, but a stylesheet's url()s are requisites too
                 if result.content_type in CSS_TYPES and result.body:
                     self._take_stylesheet(claim, result)
             elif result.is_html and result.body:
-                extra = self._take_page(claim, result)
+                extra, read = self._read_page(claim, result)
             elif result.link or result.refresh:
                 extra = self._take_headers(claim, result)
-            if 200 <= result.status < 300:   # when to check it again, and with which validators
-                self.store.log("schedule", recrawl.after_fetch(
-                    claim.url, now, result.etag, result.last_modified,
-                    extra.get("content_hash") or f"{result.content_type or '-'}:{result.size}",
-                    self.config.recrawl_min, self.config.recrawl_max).line())
-            self.store.settle(claim, "crawled", record=crawled_line(
-                claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
+            with self._hold():   # the page's text hash, links, logs and outcome: one lock hold
+                if read is not None:
+                    self._commit_page(claim, extra, read)
+                if 200 <= result.status < 300:   # when to check it again, and with which validators
+                    self.store.log("schedule", recrawl.after_fetch(
+                        claim.url, now, result.etag, result.last_modified,
+                        extra.get("content_hash") or f"{result.content_type or '-'}:{result.size}",
+                        self.config.recrawl_min, self.config.recrawl_max).line())
+                self.store.settle(claim, "crawled", record=crawled_line(
+                    claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
         elif v is Verdict.RETRY:
             self.store.settle(claim, "retry", requeue=_again(entry, outcome, now))
         else:
@@ -425,7 +446,14 @@ class Spider:
         """Parse an HTML page and queue its links, unless it is a copy of a page already seen:
         the same text as an earlier page (a ``duplicate``), or a ``variant`` whose
         ``rel=canonical`` URL is already known. Returns the page's fields for crawled.txt."""
-        entry = claim.entry
+        fields, read = self._read_page(claim, result)
+        with self._hold():
+            self._commit_page(claim, fields, read)
+        return fields
+
+    def _read_page(self, claim: Claim, result: Response) -> tuple[dict, tuple]:
+        """The part of ``_take_page`` that needs no store: parse, resolve the links. Returns the
+        page's fields for crawled.txt and what ``_commit_page`` needs."""
         page = LinkFinder(result.url, self.config.max_links, requisites=self._requisites).parse(
             result.body, result.charset)
         base = claim.url
@@ -436,11 +464,17 @@ class Spider:
         in_headers, header_requisites = self._header_links(claim.url, result)
         links = (page.links + [Link(u, False) for u in in_headers]) if in_headers else page.links
         fields = {"content_hash": page.text_hash, "outlinks": len(links), "title": page.title}
-        resolved = self._resolve(links, base)
+        return fields, (page, base, links, self._resolve(links, base), header_requisites)
+
+    def _commit_page(self, claim: Claim, fields: dict, read: tuple) -> None:
+        """The store's part of ``_take_page`` (inside the page's lock hold): is it a copy, then
+        its links queued and logged. Adds the canonical URL to ``fields`` (not for a copy)."""
+        page, base, links, resolved, header_requisites = read
+        entry = claim.entry
         first, known = self._first_and_known(page.text_hash, claim.url, [url for _, url in resolved])
         if first != claim.url:
             self.store.log("duplicates", duplicate_line(claim.url, "duplicate", first))
-            return fields
+            return
         canonical = resolve(base, page.canonical) if page.canonical else None
         if canonical is not None:
             canonical = self.admission.clean(canonical)
@@ -449,7 +483,7 @@ class Spider:
             added = self.store.add([QueueEntry(canonical, entry.depth, 0, 0.0, claim.url)])
             self.store.log("duplicates", duplicate_line(claim.url, "variant", canonical))
             if not added:   # the canonical page is known already: it carries the links
-                return fields
+                return
         report = self.add_links_to_queue(claim.url, links, entry.depth, base,
                                          nofollow_page=page.meta_nofollow, checked=(resolved, known))
         if page.dropped:   # --max-links cut this page's links: say so, once per page
@@ -459,7 +493,11 @@ class Spider:
             _merge(report, self.add_links_to_queue(claim.url, page.requisites + header_requisites,
                                                    entry.depth, base, requisite=True))
         self._log_links(claim.url, report)
-        return fields
+
+    def _hold(self):  # type: ignore[no-untyped-def]
+        """One lock hold for a page's store calls where the store has one (the file store)."""
+        hold = getattr(self.store, "hold", None)
+        return hold() if hold is not None else contextlib.nullcontext()
 
     def _header_links(self, url: str, result: Response) -> tuple[list[str], list[str]]:
         """The pages and requisites a response's Link and Refresh headers name, resolved."""
@@ -625,10 +663,12 @@ class Spider:
             known = self.store.known(url for _, url in resolved)   # one question for the whole page
         else:
             resolved, known = checked
+        linked = report.linked.append
+        duplicates = 0
         for link, url in resolved:
-            if url in batch or url in known:
-                report.duplicates += 1
-                report.linked.append(url)
+            if url in known or url in batch:   # (most of a page's links: counted in a local)
+                duplicates += 1
+                linked(url)
                 continue
             reason = self.admission.check(url, new_depth)
             if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
@@ -642,7 +682,8 @@ class Spider:
                 refused.append((url, reason, page_url))
                 continue
             batch[url] = QueueEntry(url, new_depth, 0, 0.0, page_url, kind)
-            report.linked.append(url)
+            linked(url)
+        report.duplicates += duplicates
         if refused:
             self._reject(refused)
         if batch:
@@ -665,10 +706,10 @@ class Spider:
     # -- logs ----------------------------------------------------------------------------------------
     def _log_fetch(self, url: str, result: Response | FetchFailure) -> None:
         if isinstance(result, FetchFailure):
-            what, size, ms = result.kind, 0, 0
-        else:
-            what, size, ms = str(result.status), result.size, int(result.elapsed * 1000)
-        line = f"{utc_stamp(self.clock())}\t{_PID[0]}\t{clean(what)}\t{size}\t{ms}\t{url}\n"
+            what, size, ms = clean(result.kind), 0, 0
+        else:   # a number: nothing to clean
+            what, size, ms = result.status, result.size, int(result.elapsed * 1000)
+        line = f"{utc_stamp(self.clock())}\t{_PID[0]}\t{what}\t{size}\t{ms}\t{url}\n"
         self.store.log("fetch", line)
 
     def _log_error(self, url: str, exc: BaseException) -> None:
@@ -693,11 +734,13 @@ class _ResolvedLinks:
     def of(self, base: str) -> dict[str, str | None] | None:
         """The links kept for ``base``'s directory (a dict to add to with ``keep``), or None when
         ``base`` is not a normal http(s) URL (its text before the last "/" could then mislead)."""
-        directory = directory_of(base)
+        directory = _directory_if_normal(base)
         if directory is None:
             return None
         done = self._by_directory.get(directory)
         if done is None:
+            if directory_of(base) is None:   # (a directory kept here was found normal already)
+                return None
             done = self._by_directory[directory] = {}
         return done
 
@@ -709,6 +752,20 @@ class _ResolvedLinks:
             self.size = 0
         done[href] = url
         self.size += 1
+
+
+def _directory_if_normal(base: str) -> str | None:
+    """``directory_of`` but for its check of the directory (the caller checks it once): the
+    directory of the normal http(s) URL ``base``, else None."""
+    if len(base) > _LONGEST_CACHED or not base.startswith(("http://", "https://")):
+        return None
+    try:
+        if normalize(base) != base:
+            return None
+    except ValueError:
+        return None
+    head = base.partition("?")[0]
+    return head[:head.rfind("/") + 1]
 
 
 def directory_of(base: str) -> str | None:

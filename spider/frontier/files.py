@@ -20,9 +20,10 @@ by a live worker), crawled (a line of crawled.txt) or failed (a line of failed.t
 The claim step: take ``frontier.lock`` (a sidecar file, never a data file), read what other
 processes appended since our last look (incremental reads of append-only files, so the cost does
 not grow with the queue), ask the selection index (``spider/order.py``: the pending lines by host
-and priority) for the best URL of a host that is ready (retry time come, budget left), append one
-journal write, release the lock. Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which
-a kill cannot tear. Whole-file rewrites (start and end of a run) go through ``atomic_write``.
+and priority) for the best URL of a host that is ready (retry time come, budget left; at --delay 0
+a few URLs of hosts that keep no pace, ``batch_size``), append one journal write, release the lock.
+Network I/O never happens under the lock. Every write is one ``os.write`` of whole lines, which a
+kill cannot tear. Whole-file rewrites (start and end of a run) go through ``atomic_write``.
 
 Recovery after a kill, a power cut or a hand edit is ``recovery.py``; the verbs every store
 offers are ``contract.py``.
@@ -81,7 +82,9 @@ BAD_LINE_SCORE = -(1 << 40)   # a line that is not a URL is taken first, to be r
 HOT_URLS = 4096   # URLs a process remembers as known (``FileStore.known``): a site's menus fit
 _PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and the store asked per lock
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))   # a forked worker: its own
+_NO_STATE = HostState()   # a host never heard of (frozen: shared, not built per question)
 ENDED = frozenset({"crawled", "failed", "rejected"})   # logs whose last line a person may leave open
+CLAIM_BATCH = 4   # URLs a worker's claim takes at --delay 0 while their hosts keep no pace (``batch_size``)
 PASTE_LINES = 500   # pasted lines judged per claim step (paste.py): the first fetch does not wait for them
 PASTE_ROUNDS = 20   # more steps of it in one claim when nothing else can be taken
 PASTE_WARNINGS = 10   # bad pasted lines a process names on the terminal (all go to rejected.txt)
@@ -95,9 +98,11 @@ class FrontierLock:
     Why not ``filelock.FileLock`` here: it waits by polling (50 ms by default), and opens and
     closes the lock file on every acquire. Measured on this project's 2-core machine, 4 processes
     taking a lock 1500 times each: 1.70 s with FileLock, 0.92 s with a 0.5 ms poll, 0.05 s with a
-    kernel-blocking ``flock`` (waiters sleep in the kernel and wake when it is released). The claim
-    step takes this lock about three times per page, so that is most of the difference between
-    one worker and eight. filelock still guards ``crawl.lock`` (one crawl per project), where a
+    kernel-blocking ``flock`` (waiters sleep in the kernel and wake when it is released). A worker
+    takes this lock once or twice a page (a claim, at --delay 0 one for a few pages, and one
+    ``FileStore.hold`` for the page's text hash, links and outcome), so that is most of the
+    difference between one worker and eight. Taken again by the process that holds it (a step
+    inside a hold), it only counts: the outermost release lets go. filelock still guards ``crawl.lock`` (one crawl per project), where a
     clear timeout message matters more than microseconds. The descriptor is per process (it is
     reopened after a fork), so a forked worker never shares its parent's lock.
     """
@@ -106,21 +111,28 @@ class FrontierLock:
         self.lock_file = str(path)
         self._fd: int | None = None
         self._pid = 0
+        self.depth = 0   # nested holds of this process (``FileStore.hold``): the outermost one locks
 
     def __enter__(self) -> "FrontierLock":
         if self._pid != _PID[0]:
             self._fd = safefs.open_fd(self.lock_file, os.O_RDWR | os.O_CREAT)
-            self._pid = _PID[0]
+            self._pid, self.depth = _PID[0], 0
+        elif self.depth:   # held already by this process: a step of a longer hold
+            self.depth += 1
+            return self
         fd = self._fd
         assert fd is not None
         # Blocks in the kernel until the holder lets go; a holder that dies (even by SIGKILL)
         # lets go with it. Nobody holds it across network I/O, so the wait is microseconds.
         fcntl.flock(fd, fcntl.LOCK_EX)
+        self.depth = 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._fd is not None
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self.depth -= 1
+        if not self.depth:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 class _File:
@@ -210,7 +222,7 @@ class _File:
         assert self.fd is not None
         return os.pread(self.fd, limit, offset)
 
-    def append(self, text: str) -> tuple[int, int]:
+    def append(self, text: str, size: int | None = None) -> tuple[int, int]:
         """Append whole lines; returns the offsets they start and end at.
 
         Our lines start on a line of their own: a last line without its newline (typed by hand
@@ -218,9 +230,10 @@ class _File:
         glued to it and both lost. The caller holds the frontier lock, so no other process of
         the crawl appends between the look at the last byte and the write. A file that ends
         where we last read it ends with the newline of the line we read last (``pos`` is always
-        just past a newline), so only a file that grew since needs its last byte read."""
+        just past a newline), so only a file that grew since needs its last byte read. ``size``:
+        the file's size as this lock hold just saw it (``look``), else asked."""
         assert self.fd is not None
-        offset = os.fstat(self.fd).st_size
+        offset = os.fstat(self.fd).st_size if size is None else size
         data = ours = text.encode("utf-8")
         if offset and offset != self.pos and os.pread(self.fd, 1, offset - 1) != b"\n":
             data, offset = b"\n" + ours, offset + 1
@@ -231,6 +244,32 @@ class _File:
         if self.fd is not None:
             os.close(self.fd)
         self.fd, self.ino, self.pos = None, None, 0
+
+
+class _Hold:
+    """``FileStore.hold`` (a class, not a generator: it is entered once a page)."""
+
+    __slots__ = ("store", "outer")
+
+    def __init__(self, store: "FileStore") -> None:
+        self.store, self.outer = store, False
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._guard(store.lock.__enter__)
+        if store._holding:
+            return
+        try:
+            store._guard(store._sync)
+        except BaseException:
+            store.lock.__exit__()
+            raise
+        store._holding = self.outer = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.outer:
+            self.store._holding = self.outer = False
+        self.store.lock.__exit__()
 
 
 class _Staged:
@@ -280,6 +319,7 @@ class FileStore:
         self._texts: dict[int, int] = {}   # 64 bits of a text hash -> offset of its line in hashes.txt
         self._log_fds: dict[str, tuple[int, Path]] = {}     # open append-only logs of this process
         self._log_pid = _PID[0]
+        self._log_ends: dict[str, int] = {}   # where our last record ended in an outcome log (``_end_log``)
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._track_seen = track_seen
@@ -305,6 +345,9 @@ class FileStore:
         self._paste_warned = 0
         self._base = Counts()
         self._admitted: dict[str, int] = {}      # distinct URLs admitted per host (host budget)
+        self._holding = False   # inside ``hold``: synced once, the steps need not look again
+        self._read: tuple[int, bytes] = (0, b"")   # queue.txt bytes a claim step read (``_line_at``)
+        self.batch = 1   # URLs of hosts that keep no pace one claim may take (``claim``; CLAIM_BATCH)
         self._reset_view()
 
     # -- derived state ---------------------------------------------------------------------------
@@ -408,6 +451,13 @@ class FileStore:
                 else:
                     self._base.crawled += 1
 
+    def hold(self) -> "_Hold":
+        """One lock hold for several steps (a page's text hash, links, logs and outcome): the
+        files are looked at once, not once a step. Steps taken inside are not synced again: no
+        process of the crawl writes while we hold the lock, and an edit by hand lands before or
+        after the hold as it would between two steps. No network I/O inside."""
+        return _Hold(self)
+
     def _sync(self) -> None:
         """Catch up with what other processes appended (caller holds the lock).
 
@@ -416,6 +466,8 @@ class FileStore:
         done are then counted from crawled.txt and failed.txt, not from journal records: a
         process may have missed a whole journal (two edits in a row), and a journal copied by
         hand repeats records already counted ("crawled 71" against 62 lines after a sed -i)."""
+        if self._holding:   # synced when the hold began (``hold``)
+            return
         running = self._queue.fd is not None and self._claims.fd is not None
         if self._shared:
             gen = self.seen.generation   # type: ignore[union-attr]
@@ -750,13 +802,14 @@ class FileStore:
         if self._hot_of is not seen or len(hot) > HOT_URLS:
             hot.clear()
             self._hot_of = seen
-        out = set()
-        for u in urls:
-            if u in hot:
-                out.add(u)
-            elif u in seen:
-                out.add(u)
-                hot.add(u)
+        if not isinstance(urls, (list, tuple)):
+            urls = list(urls)
+        out = hot.intersection(urls)   # a page's menu links: all of them, mostly (a set operation)
+        if len(out) < len(urls):
+            for u in urls:
+                if u not in out and u in seen:
+                    out.add(u)
+                    hot.add(u)
         return out
 
     def counts(self) -> Counts:
@@ -801,28 +854,36 @@ class FileStore:
             c = self.counts()
             if c.pending == self._held and not c.in_flight and self._end_typed_line():
                 c = self.counts()   # the crawl would end here: take a line typed without its newline
-            room = claim_limit(limit, self.max_pages, c)   # new URLs --max-pages still allows
+            # New URLs --max-pages still allows (a batch's included: the budget is never overshot)
+            room = claim_limit(max(limit, self.batch), self.max_pages, c)
+            want = limit   # raised to a batch by a first URL whose host keeps no pace
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
                 return ClaimResult([], c.pending - self._held, c.in_flight, self._idle[1], False)
             self._release_due(now)
+            self._read = (0, b"")   # what ``_line_at`` read in this step only
             taken: list[Claim] = []
             records: list[str] = []
             host_next = self._host_next
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
+            # A batch's further URLs (``batch_size``): only of hosts that keep no pace, so every
+            # one of them may be fetched right after the other.
+            unpaced = lambda h: host_next.get(h, 0.0) if delay_for(h) <= 0 else math.inf   # noqa: E731
             wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
             rounds = PASTE_ROUNDS
-            while len(taken) < limit:
+            while len(taken) < want:
                 # The selection policy (spider/order.py): the best URL of a host that is ready;
                 # past --max-pages, the best recheck (rechecks do not use the budget up).
                 index = self._frontier if room else self._rechecks
-                host, off, w = index.select(now, ready_at, self._live)
-                if host is None and self._paste is not None and self._track_seen and room and rounds:
+                more = len(taken) >= limit
+                host, off, w = index.select(now, unpaced if more else ready_at, self._live)
+                if host is None and self._paste is not None and self._track_seen and room and rounds \
+                        and not more:
                     rounds -= 1   # nothing to take now: judge on, a bounded while (the lock is held)
                     self._judge_paste(PASTE_LINES)
                     continue
-                if w is not None:
+                if w is not None and not more:
                     wait = w if wait is None else min(wait, w)
                 if host is None:
                     break
@@ -860,6 +921,7 @@ class FileStore:
                 taken.append(Claim(entry, self.owner))
                 if room and not recheck:
                     room -= 1
+                want = batch_size(want, limit, self.batch, len(taken), delay, c.pending - self._held)
             if records:
                 _, self._claims.pos = self._claims.append("".join(records))
             self._idle = None
@@ -943,12 +1005,22 @@ class FileStore:
                     self._rechecks.push(host, score, off)
 
     def _line_at(self, off: int) -> tuple[str, int]:
-        """The queue line starting at byte ``off``, and the offset just past it."""
+        """The queue line starting at byte ``off``, and the offset just past it.
+
+        A batch's lines mostly follow each other: a line within the bytes the same claim step
+        read last is taken from them (``_read``: lines written are never changed in place; an
+        edit that did is found when the next hold begins)."""
+        start, got = self._read
+        if start <= off and off - start < len(got):
+            nl = got.find(b"\n", off - start)
+            if nl >= 0:
+                return got[off - start:nl + 1].decode("utf-8", "replace"), start + nl + 1
         size = 4096
         while True:
             data = self._queue.read_at(off, size)
             nl = data.find(b"\n")
             if nl >= 0:
+                self._read = (off, data)
                 return data[:nl + 1].decode("utf-8", "replace"), off + nl + 1
             if len(data) < size:
                 return data.decode("utf-8", "replace"), off + len(data)
@@ -1069,7 +1141,7 @@ class FileStore:
 
     def host_state(self, host: str) -> HostState:
         """This process's latest view of a host (no lock: for choosing delays)."""
-        st = self._host_state.get(host, HostState())
+        st = self._host_state.get(host, _NO_STATE)
         nxt = self._host_next.get(host, 0.0)
         return st if st.next_allowed >= nxt else replace(st, next_allowed=nxt)
 
@@ -1116,7 +1188,7 @@ class FileStore:
                     if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
                         return fields[1].strip()
                     # a line cut by power loss, or another hash sharing these 64 bits: not a copy
-                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n")
+                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n", None if st is None else st.st_size)
                 self._texts[key] = off
                 return url
         return self._guard(go)  # type: ignore[return-value]
@@ -1154,11 +1226,14 @@ class FileStore:
 
     def _log(self, name: str, text: str) -> None:
         fd, path = self._log_fd(name)
-        safefs.write_whole(fd, text.encode("utf-8"), path)
+        data = text.encode("utf-8")
+        safefs.write_whole(fd, data, path)
+        if name in self._log_ends:   # ended just now (``_end_log``), under the lock: ours is last
+            self._log_ends[name] += len(data)
 
     def _log_fd(self, name: str) -> tuple[int, Path]:
         if self._log_pid != _PID[0]:   # a forked worker opens its own descriptors
-            self._log_fds, self._log_pid = {}, _PID[0]
+            self._log_fds, self._log_ends, self._log_pid = {}, {}, _PID[0]
         out = self._log_fds.get(name)
         if out is None:
             path = self.folder / LOGS[name]
@@ -1174,8 +1249,10 @@ class FileStore:
         through the descriptor the record is then written with (no open per record)."""
         fd, path = self._log_fd(name)
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and size != self._log_ends.get(name) and os.pread(fd, 1, size - 1) != b"\n":
             safefs.write_whole(fd, b"\n", path)
+            size += 1
+        self._log_ends[name] = size   # where the record now written starts (``_log``)
 
     def fold(self) -> bool:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.
@@ -1290,6 +1367,19 @@ class FileStore:
                     yield parse_queue_line(line)
                 except ValueError:
                     continue
+
+    def close(self) -> None:
+        """Close this process's descriptors of the project files (a store it is done with)."""
+        for f in (self._queue, self._claims, self._hashes, self._rejects):
+            f.close()
+        if self._log_pid == _PID[0]:
+            for fd, _ in self._log_fds.values():
+                os.close(fd)
+        self._log_fds, self._log_ends = {}, {}
+        lock = self.lock
+        if lock._fd is not None and lock._pid == _PID[0] and not lock.depth:
+            os.close(lock._fd)
+        lock._fd, lock._pid = None, 0
 
     def after_fork(self, owner: int) -> None:
         """In a forked worker: claims are taken in the worker's own name. Forked from a process
@@ -1706,6 +1796,22 @@ class FileStore:
         meta = dict(carried._view_meta(), cursor=len(QUEUE_HEADER.encode()), ahead=[], lines=pending,
                     consumed=0, delayed=sorted(delayed), rechecks=len(rechecks), paste=self._folded_paste)
         return meta, carried.seen, buckets + rechecks
+
+
+def batch_size(want: int, limit: int, batch: int, taken: int, delay: float, pending: int) -> int:
+    """How many URLs a claim takes, after taking its ``taken``-th one whose host's delay is ``delay``.
+
+    A worker's claim of one URL (``limit`` 1) whose host keeps no pace (--delay 0, no robots.txt
+    to fetch first) takes up to ``batch``, the others of hosts that keep no pace either (the
+    claim selects them so): one lock hold and one journal write for several pages, at most
+    ``batch`` URLs in flight that a kill -9 makes fetched again (as any claim, they are recovered
+    on resume). A first URL of a paced host is taken alone (its slot starts at the claim), and a
+    batch takes at most half of what is ``pending``, so other workers are not left idle."""
+    if delay > 0:
+        return min(want, max(limit, taken))
+    if taken == 1 and limit == 1 and batch > 1:
+        return max(1, min(batch, (pending + 1) // 2))
+    return want
 
 
 def _journal_head(queue: os.stat_result) -> str:
