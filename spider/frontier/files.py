@@ -1609,10 +1609,17 @@ class FileStore:
                 self._lines += len(judged.lines)
                 q.pos = at + len(text.encode("utf-8"))
             else:   # what we just wrote: into the index without reading it back
+                # A bare pasted URL (depth 0, due now, no recheck) goes straight to the frontier:
+                # what ``_index`` would do with it, without splitting and parsing its fields.
+                push, score, bare = self._frontier.push, self.order.score, not self.only
+                ascii_ = text.isascii()
                 for url, qline in zip(judged.urls, judged.lines):
-                    self._lines += 1
-                    self._index(at, qline[:-1].split("\t", 4), url)
-                    at += len(qline.encode("utf-8"))
+                    if bare and qline.endswith(pastes._BARE):
+                        push(host_key(url), score(url, 0), at)
+                    else:
+                        self._index(at, qline[:-1].split("\t", 4), url)
+                    at += len(qline) if ascii_ else len(qline.encode("utf-8"))
+                self._lines += len(judged.lines)
                 q.pos = at
             if staged is not None:   # the lines are written: now the table may know them
                 table = self.seen
