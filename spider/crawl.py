@@ -460,6 +460,8 @@ class Crawl:
         gc.disable()   # (no collection of what the imports make and keep: ~4 ms)
         try:
             from . import fetch, spider  # noqa: F401
+            if _will_need_requests(self.config.seeds):
+                from . import fetch_requests  # noqa: F401  (else each worker imports it, ~50 ms each)
         finally:
             if was:
                 gc.enable()
@@ -805,6 +807,14 @@ class _Out:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, fd)   # what is still buffered goes there too, at exit included
             os.close(null)
+
+
+def _will_need_requests(seeds: Sequence[str]) -> bool:
+    """Whether the workers will surely use requests' path (``spider/fetch_requests.py``): an https
+    seed, or a proxy set in the environment. A plain http crawl may never need it (the direct
+    path), so it is then left to the worker that meets a cookie, a redirect or an error."""
+    return any(s.startswith("https:") for s in seeds) or any(
+        k.lower().endswith("_proxy") and v and k.lower() != "no_proxy" for k, v in os.environ.items())
 
 
 class _StopSignal:

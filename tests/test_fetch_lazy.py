@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import gzip
 import json
+import os
 import re
 import socket
 import subprocess
@@ -268,3 +269,16 @@ def test_the_request_target_is_encoded_as_urllib3_encodes_it(target: str) -> Non
     assert fetch._target(target) == want
     if fetch._SAFE_TARGET.fullmatch(target):
         assert want == target   # the fast path's claim
+
+
+def test_the_parent_imports_requests_path_before_the_fork_only_when_the_workers_will_surely_need_it(monkeypatch):
+    from spider.crawl import _will_need_requests
+
+    for k in [k for k in os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(k)
+    assert not _will_need_requests(("http://a.test/", "http://b.test/x"))
+    assert _will_need_requests(("http://a.test/", "https://b.test/"))
+    monkeypatch.setenv("NO_PROXY", "a.test")
+    assert not _will_need_requests(("http://a.test/",))
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    assert _will_need_requests(("http://a.test/",))
