@@ -23,9 +23,14 @@ For each EXTRA, in a fresh projects dir:
   3. "appended" run: `crawl NAME --max-pages 1+M --workers W --delay 0` is timed and sampled (it
      resumes the project and crawls M more pages while it takes in the hand-appended lines: a
      paste after a clean stop is judged during the crawl, spider/frontier/paste.py);
-  4. "clean resume" run (unless --no-clean-resume): the same with --max-pages 1+2M, timed and
-     sampled: a resume of a frontier of the same size that the crawler itself wrote at its last
-     clean stop, so without the one-off cost of taking in hand-edited lines.
+  4. "clean resume" run (unless --no-clean-resume): a fresh project as a clean stop leaves it
+     with EXTRA pending URLs (created as in 1., then EXTRA lines in the crawler's own shape, its
+     view saved and the stop's signature written, as ``--memory`` builds it), one untimed
+     `crawl NAME --max-pages 1+M ...` that stops cleanly (the crawler writes its own view,
+     census and signature), then `crawl NAME --max-pages 1+2M ...`, timed and sampled: a resume
+     of a frontier the crawler
+     itself keeps, without the one-off cost of taking in hand-edited lines (the appended run's
+     own folder is not used: its M pages may be done before it has taken the whole paste in).
 
 Figures (medians over --repeat), for each timed run:
     pages/s         pages crawled by the run / its wall seconds (start-up, i.e. loading the
@@ -183,10 +188,25 @@ def run_one(params, extra: int, m: int, workers: int, rep: int, timeout: float, 
     append_extra_urls(projects / PROJECT / "queue.txt", params, extra)
     run.phases[PHASES[0]] = timed_resume(PHASES[0], projects, base / "appended", 1 + m, m, workers, timeout,
                                          nginx, quiet_wait)
+    shutil.rmtree(projects, ignore_errors=True)  # up to ~100 MB at 1M URLs; the logs stay
     if clean_resume and run.phases[PHASES[0]].res.ok:
+        # A project of its own, as a clean stop leaves it with ``extra`` pending URLs: not the
+        # appended run's folder, whose crawl may have stopped (its M pages done) before it had
+        # taken in the whole paste; the next start then goes on judging it, which is the
+        # appended case again, not the clean one.
+        error = create_project(params, projects, base, workers, timeout)
+        if error is not None:
+            run.error = error
+            return run
+        if str(measure.SPIDER_DIR) not in sys.path:
+            sys.path.insert(0, str(measure.SPIDER_DIR))
+        clean_stop_with(projects / PROJECT, params, extra)
+        # One untimed run first, so that the timed one resumes what the crawler's own clean stop
+        # wrote (its view, census.txt and signature), not what this script built.
+        timed_resume("warm-up", projects, base / "clean-warm-up", 1 + m, m, workers, timeout, nginx, quiet_wait)
         run.phases[PHASES[1]] = timed_resume(PHASES[1], projects, base / "clean-resume", 1 + 2 * m, m, workers,
                                              timeout, nginx, quiet_wait)
-    shutil.rmtree(projects, ignore_errors=True)  # up to ~100 MB at 1M URLs; the logs stay
+        shutil.rmtree(projects, ignore_errors=True)
     return run
 
 
