@@ -251,7 +251,8 @@ class ClusterStore(RedisStore):
                                      max_pages=config.max_pages, max_per_host=config.max_pages_per_host,
                                      order=order_of(config), lease=lease, defer=True,
                                      join=config.delay == 0 and not config.auto_throttle,
-                                     batch=CLAIM_BATCH if config.delay == 0 and not config.auto_throttle else 1)
+                                     batch=CLAIM_BATCH if (config.delay == 0 and not config.auto_throttle
+                                                           and order_of(config).batch_keeps_order) else 1)
         store.discover(config)
         return store
 

@@ -49,6 +49,15 @@ class Order:
         object.__setattr__(self, "_defer", tuple(compile_pattern(p) for p in self.defer))
 
     @property
+    def batch_keeps_order(self) -> bool:
+        """Can a claim take several URLs at once without changing what is crawled next? Only in
+        ``bfs``: a page's links are one level deeper than the page, so they cannot outrank the
+        URLs claimed with it. In ``dfs`` the newest link goes first, and in ``best`` a preferred
+        link outranks the rest: a batch taken before the page's links are known would not be the
+        order's choice (one URL a claim, as with a delay)."""
+        return self.name == "bfs"
+
+    @property
     def lifo(self) -> bool:
         """Among equal scores, is the newest first?"""
         return self.name == "dfs"

@@ -24,6 +24,7 @@ from . import recrawl
 from .config import CrawlConfig
 from .fetch import CSS_TYPES, Fetcher, Response
 from .links import Link, LinkFinder, header_links, stylesheet_urls
+from .order import Order
 from .policy import PAUSED, REDIRECT_STATUSES, FetchFailure, Outcome, Verdict, classify, retry_delay
 from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
@@ -82,7 +83,8 @@ class Spider:
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
-        self._batched = config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore)
+        self._batched = (config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore)
+                         and Order(config.order).batch_keeps_order)
         if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
             store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()

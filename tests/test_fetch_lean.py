@@ -163,11 +163,22 @@ def _run(direct: bool, parts: list[bytes | str], warc: bool, method: str) -> tup
     return re.sub(rb"127\.0\.0\.1:%d|port=%d" % (server.port, server.port), b"PORT", seen.encode()), server.connections
 
 
+def _unfolded(seen: bytes) -> bytes:
+    """``seen`` with obs-fold continuation lines joined to the line before, as urllib3 2.8 records
+    a response head through its pool (2.7 kept it as received, as the direct path does)."""
+    return re.sub(rb"\\r\\n[ \t]+", b" ", seen)
+
+
 @pytest.mark.parametrize("name", list(ANSWERS))
 def test_the_same_answers_connections_and_records_as_through_urllib3(name: str) -> None:
     for warc, method in ((False, "GET"), (False, "HEAD"), (True, "GET")):
         (old, old_connections), (new, new_connections) = (_run(False, ANSWERS[name], warc, method),
                                                           _run(True, ANSWERS[name], warc, method))
+        if name == "an obs-fold header" and warc:
+            # The direct path archives the head as received; urllib3's pool does so or unfolds it
+            # depending on its version: the rest must be the same.
+            assert rb"X-A: one\r\n  two" in new
+            old, new = _unfolded(old), _unfolded(new)
         assert new == old, (warc, method)
         if name != "cookies":   # with a cookie kept, the next requests go by requests' own path (its pool)
             assert new_connections == old_connections, (warc, method)

@@ -282,3 +282,15 @@ def test_a_batchs_host_that_answers_429_is_not_asked_again_before_its_retry_afte
     assert after and all(t >= t429 + 100 for _, t in after), asked   # the batch's others waited too
     crawled = sorted(line.split("\t")[0] for line in data_lines(tmp_path / CRAWLED))
     assert crawled == sorted([site.url("/")] + [site.url(p) for p in pages])
+
+
+@pytest.mark.parametrize("order, batch", [("bfs", CLAIM_BATCH), ("dfs", 1), ("best", 1)])
+def test_a_claim_takes_a_batch_only_in_an_order_a_batch_keeps(tmp_path: Path, order: str, batch: int):
+    """In dfs the newest link goes first and in best a preferred one: URLs claimed before a page's
+    links are known would not be the order's choice (tests/test_selection.py crawls it)."""
+    store = FileStore(tmp_path).open()
+    try:
+        Spider(CrawlConfig(seeds=(A,), delay=0.0, order=order), store)
+        assert store.batch == batch
+    finally:
+        store.close()
