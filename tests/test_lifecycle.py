@@ -132,7 +132,11 @@ def test_ctrl_c_twice_during_the_start_up_check_leaves_no_process_behind(slow_ch
     assert rerun.returncode == 0, rerun.stderr
     crawled, failed, queue = check_consistent(folder)
     assert set(crawled) == pages and queue == []   # each once: check_consistent refuses a second line
-    assert len(urls_of(folder / "rejected.txt")) == HAND_LINES
+    # Each hand line reported once (an orphaned or repeated check would report them twice). The
+    # crawl's own rejections may add lines: with 4 workers claiming batches, a page of the tree
+    # can be met first through a link from too deep a page ("depth"), then crawled from another.
+    hand = [u for u in urls_of(folder / "rejected.txt") if u.startswith("http://127.0.0.2:9/")]
+    assert len(hand) == len(set(hand)) == HAND_LINES
 
 
 def test_kill_9_of_the_parent_during_the_check_kills_the_check(slow_check, projects_dir):
