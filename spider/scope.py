@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from .config import CrawlConfig
 from .patterns import compile_pattern
 from .traps import TrapRules
-from .urls import Scan, host_key
+from .urls import Scan, host_key, off_shape_lines
 
 
 MAX_URL_LENGTH = 8192   # longer URLs are refused: servers reject them (and they are traps)
@@ -235,16 +235,7 @@ class _PlainTest:
         at one by one (``_each``)."""
         # What would be looked for in each URL, looked for in all (in lowercase: a date has no letter).
         found = self._look.starts(data.lower()) if self._look is not None else []
-        starts = []   # where the lines that have not the shape begin
-        end, pos, match = len(data), 0, self._shape.end   # type: ignore[union-attr]
-        while True:
-            pos = match(data, pos)   # (a match of no line at all is a match too)
-            if pos >= end:
-                break
-            starts.append(pos)
-            pos = data.find(b"\n", pos) + 1
-        if found:
-            starts = sorted(set(starts).union(data.rfind(b"\n", 0, at) + 1 for at in found))
+        starts = off_shape_lines(data, self._shape, found)   # type: ignore[arg-type]
         out = [True] * len(urls)
         if starts:
             unsure, line, pos = [], 0, 0

@@ -540,11 +540,13 @@ def normal_lines(text: str) -> list[int]:
     return sorted(set(starts + more)) if more else starts
 
 
-def _normal_lines_ascii(data: bytes, text: str) -> list[int]:
-    """``normal_lines`` of ASCII ``text`` (``data``: the same, as bytes)."""
+def off_shape_lines(data: bytes, shape: "Scan", found: list[int]) -> list[int]:
+    """Where the lines of ``data`` begin that ``shape`` does not match whole (``shape`` matches a
+    run of lines that have it), and those holding one of the offsets ``found``: the lines a
+    stretch's one-scan test leaves to be looked at one by one. In order, each once."""
     starts = []
     end, pos = len(data), 0
-    match = _NORMAL_LINES_SCAN.end
+    match = shape.end
     while True:
         pos = match(data, pos)   # (a match of no line at all is a match too)
         if pos >= end:
@@ -553,9 +555,14 @@ def _normal_lines_ascii(data: bytes, text: str) -> list[int]:
         pos = data.find(b"\n", pos) + 1
         if not pos:
             break
-    further = _LOOKED_FURTHER_SCAN.starts(data.lower())
-    more = [data.rfind(b"\n", 0, at) + 1 for at in further]
-    return sorted(set(starts + more)) if more else starts
+    if not found:
+        return starts
+    return sorted(set(starts).union(data.rfind(b"\n", 0, at) + 1 for at in found))
+
+
+def _normal_lines_ascii(data: bytes, text: str) -> list[int]:
+    """``normal_lines`` of ASCII ``text`` (``data``: the same, as bytes)."""
+    return off_shape_lines(data, _NORMAL_LINES_SCAN, _LOOKED_FURTHER_SCAN.starts(data.lower()))
 
 
 def is_http_url(url: str) -> bool:

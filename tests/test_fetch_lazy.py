@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sitekit import TestSite
+from test_fetch_direct import _failure as direct_failure
 from spider import fetch
 from spider.config import CrawlConfig
 from spider.fetch import Fetcher, Response
@@ -208,14 +209,7 @@ def test_the_address_family_and_socket_options_are_urllib3s(site: TestSite) -> N
 
 
 def _failure(direct: bool, url: str) -> FetchFailure:
-    f = Fetcher(CrawlConfig(connect_timeout=1.5, read_timeout=1.0, max_time=3.0))
-    f.direct_http = direct
-    try:
-        r = f.fetch(url)
-    finally:
-        f.close()
-    assert isinstance(r, FetchFailure), r
-    return r
+    return direct_failure(direct, url, connect_timeout=1.5)
 
 
 @pytest.mark.parametrize("error", [
