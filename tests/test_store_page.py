@@ -67,7 +67,7 @@ def crawl(site: TestSite, folder: Path, **kw) -> tuple[Spider, FileStore]:   # t
     store = opened(folder, owner=1)
     store.add([QueueEntry(site.url("/"))])
     clock = FakeClock()
-    values = dict(seeds=(site.url("/"),), delay=0.0, ignore_robots=True, max_depth=50,
+    values = dict(seeds=(site.url("/"),), delay=0.0, ignore_robots=True, max_depth=50, workers=1,
                   connect_timeout=1.0, read_timeout=1.0, max_time=2.0)
     values.update(kw)
     spider = Spider(CrawlConfig(**values), store, clock=clock, wait=clock.wait)
@@ -284,13 +284,18 @@ def test_a_batchs_host_that_answers_429_is_not_asked_again_before_its_retry_afte
     assert crawled == sorted([site.url("/")] + [site.url(p) for p in pages])
 
 
-@pytest.mark.parametrize("order, batch", [("bfs", CLAIM_BATCH), ("dfs", 1), ("best", 1)])
-def test_a_claim_takes_a_batch_only_in_an_order_a_batch_keeps(tmp_path: Path, order: str, batch: int):
+@pytest.mark.parametrize("order, workers, batch", [("bfs", 1, CLAIM_BATCH), ("dfs", 1, 1), ("best", 1, 1),
+                                                    ("bfs", 2, 1)])
+def test_a_claim_takes_a_batch_only_in_an_order_a_batch_keeps(tmp_path: Path, order: str, workers: int,
+                                                               batch: int):
     """In dfs the newest link goes first and in best a preferred one: URLs claimed before a page's
-    links are known would not be the order's choice (tests/test_selection.py crawls it)."""
+    links are known would not be the order's choice (tests/test_selection.py crawls it). With
+    several workers, one's batch of the next level can overtake another's last pages of this one:
+    a page met a level too deep, what it links to refused by --max-depth
+    (test_transfer.py::test_a_killed_file_crawl_is_recovered_by_push_and_finished_once_after_pull)."""
     store = FileStore(tmp_path).open()
     try:
-        Spider(CrawlConfig(seeds=(A,), delay=0.0, order=order), store)
+        Spider(CrawlConfig(seeds=(A,), delay=0.0, order=order, workers=workers), store)
         assert store.batch == batch
     finally:
         store.close()
