@@ -287,11 +287,17 @@ def nothing_due(folder: Path, now: float, name: str) -> str:
     when = next_due(folder)
     if when is None:
         return "recrawl: no crawled page to check"
-    left = max(0.0, when - now)
-    span = f"{left / 86400:.1f} days" if left >= 86400 else (f"{left / 3600:.1f} hours" if left >= 3600
-                                                             else f"{left / 60:.0f} minutes")
-    return (f"recrawl: nothing is due; the next page is due at {utc_stamp(when)} (in {span}); "
+    return (f"recrawl: nothing is due; the next page is due at {utc_stamp(when)} (in {time_left(when - now)}); "
             f"`recrawl {name} --all` checks every page now")
+
+
+def time_left(seconds: float) -> str:
+    """A wait in the unit a reader wants: minutes under an hour, hours under two days (a page
+    crawled a moment ago is due "in 24.0 hours", whether its stamp rounded up or down), then days."""
+    left = max(0.0, seconds)
+    if left >= 2 * 86400:
+        return f"{left / 86400:.1f} days"
+    return f"{left / 3600:.1f} hours" if left >= 3600 else f"{left / 60:.0f} minutes"
 
 
 def _checkable(folder: Path) -> Iterator[tuple[Page, int]]:

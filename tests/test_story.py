@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from spider.recrawl import time_left
 from spider.report import load, render
 from spider.stats import (FAST_EVERY, STATS_EVERY, StatsRecorder, StatsRow, alarm_from_rows, discovery_ratio,
                           pages_per_second, read_stats, runs, sample_every)
@@ -178,6 +179,11 @@ def test_recrawl_with_nothing_due_says_when_and_how_to_check_everything(site: Te
     assert m, r.stderr
     assert 23.9 <= float(m.group(2)) <= 24.0    # a page just crawled is due after a day
     assert "due       0 crawled pages due for a check (the next at " in ok(cli(projects_dir, "status", "n")).stdout
+
+
+def test_time_left_keeps_hours_up_to_two_days() -> None:
+    assert [time_left(x) for x in (-5, 90, 3600, 86400 + 0.4, 47 * 3600, 2 * 86400, 30 * 86400)] == [
+        "0 minutes", "2 minutes", "1.0 hours", "24.0 hours", "47.0 hours", "2.0 days", "30.0 days"]
 
 
 def test_export_writes_json_lines_by_default(site: TestSite, projects_dir: Path) -> None:
