@@ -51,29 +51,34 @@ def pattern(url: str) -> str:
     return path + "?" + "&".join(k + "=" for k in keys)
 
 
-def url_shapes(urls: Sequence[bytes]) -> tuple[list[Hashable], dict[Hashable, str]]:
-    """The shape of each URL (UTF-8 bytes), and the ``pattern`` of each shape (of the URL
-    decoded with replacement): ``pattern`` runs once per shape, not once per URL.
+def url_patterns(urls: Sequence[bytes]) -> list[str]:
+    """``pattern`` of each URL (UTF-8 bytes, decoded with replacement), worked out once per shape
+    when URLs share shapes.
 
     URLs that differ only in the ASCII digits of their path have the same pattern (each such
     digit is generalised, and a digit stays a digit for the id rules), so the shape is the URL
     with those digits made 0, its host and query kept: found in C for all the URLs at once
     (one translate, one findall), so the census of 2,000 numbered pages is a few calls, not
-    2,000 (the crawl's parent takes it at every sample while the workers crawl)."""
+    2,000 (the crawl's parent takes it at every sample while the workers crawl). URLs that
+    seldom share a shape (slugs, ids with letters) are worked out one by one, as before."""
+    if not _shared(urls[:100]):
+        return [pattern(u.decode("utf-8", "replace")) for u in urls]
     text = b"\n" + b"\n".join(urls)
-    heads = (_HOST_QUERY if b"?" in text else _HOST).findall(text)
-    shapes: list[Hashable] = text.translate(_ZERO).split(b"\n")[1:]
-    if not urls or len(heads) != len(urls) or len(shapes) != len(urls):   # none, or a URL with a newline
-        shapes = list(urls)
-    elif heads.count(heads[0]) != len(heads):   # several hosts (or queries): they are part of the shape
-        shapes = list(zip(shapes, heads))
-    return shapes, {k: pattern(u.decode("utf-8", "replace")) for k, u in dict(zip(shapes, urls)).items()}
+    shapes = text.translate(_ZERO).split(b"\n")[1:]
+    heads = (_HOST_QUERY if b"?" in text else _HOST).findall(text) if _shared(shapes) else []
+    if len(shapes) != len(urls) or len(heads) != len(urls):   # (or a URL with a newline)
+        return [pattern(u.decode("utf-8", "replace")) for u in urls]
+    keys: list[Hashable] = shapes
+    if heads.count(heads[0]) != len(heads):   # several hosts (or queries): part of the shape
+        keys = list(zip(shapes, heads))
+    one = {k: pattern(u.decode("utf-8", "replace")) for k, u in dict(zip(keys, urls)).items()}
+    return list(map(one.__getitem__, keys))
 
 
-def url_patterns(urls: Sequence[bytes]) -> list[str]:
-    """``pattern`` of each URL (UTF-8 bytes), once per shape (``url_shapes``)."""
-    shapes, patterns = url_shapes(urls)
-    return list(map(patterns.__getitem__, shapes))
+def _shared(urls: Sequence[bytes]) -> bool:
+    """Whether the URLs share shapes enough for ``url_patterns`` to go by shape: two a shape on
+    average (the shape of a URL of the sample without its host and query, ASCII digits 0)."""
+    return len(urls) > 1 and 2 * len(set(b"\n".join(urls).translate(_ZERO).split(b"\n"))) <= len(urls)
 
 
 def top_patterns(urls: Iterable[str], n: int = 10) -> list[tuple[str, int]]:

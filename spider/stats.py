@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from .census import Sample, pattern, trap_alarm, url_shapes
+from .census import Sample, pattern, trap_alarm, url_patterns
 from .records import clean, is_data, utc_stamp
 from .safefs import append_text, atomic_write
 from .frontier.view import identity
@@ -134,18 +134,15 @@ class Census:
         self.add_pattern(pattern(url), n)
 
     def add_urls(self, urls: list[bytes], n: int) -> None:
-        """``add`` of each URL (bytes) in turn: the patterns found once per shape (``url_shapes``),
+        """``add`` of each URL (bytes) in turn: the patterns found once per shape (``url_patterns``),
         and each pattern's URLs counted at once when that ends as one by one would: always for
         ``n`` > 0; for ``n`` < 0 when no count would go below zero on the way (past it, a pattern
         no longer counted is "(other)" when MAX_PATTERNS are: the order matters)."""
-        shapes, patterns = url_shapes(urls)
-        tally: dict[str, int] = {}   # in the order the patterns first come
-        for shape, m in Counter(shapes).items():
-            p = patterns[shape]
-            tally[p] = tally.get(p, 0) + m
+        each = url_patterns(urls)
+        tally = Counter(each)   # in the order the patterns first come
         if n < 0 and any(self.counts.get(p, 0) < -n * m for p, m in tally.items()):
-            for shape in shapes:
-                self.add_pattern(patterns[shape], n)
+            for p in each:
+                self.add_pattern(p, n)
             return
         for p, m in tally.items():
             self.add_pattern(p, n * m)
@@ -260,7 +257,7 @@ class StatsRecorder:
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
         if self._every is None:
             self._load_census()
-        new_queue = queue.raw_chunks()   # bytes: a line is never decoded, a URL shape once (``url_shapes``)
+        new_queue = queue.raw_chunks()   # bytes: a line is never decoded, a URL shape once (``url_patterns``)
         if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
             self.rechecks, self._recheck_flight, self._taken = 0, set(), []

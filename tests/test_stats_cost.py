@@ -52,15 +52,17 @@ URLS = [
 ]
 
 
-def random_url(rnd: random.Random) -> bytes:
-    base = rnd.choice(URLS)
+def random_url(rnd: random.Random, bases: list[bytes] = URLS) -> bytes:
+    base = rnd.choice(bases)
     return re.sub(rb"\d", lambda m: str(rnd.randrange(10)).encode(), base) if rnd.random() < 0.7 else base
 
 
 def test_url_patterns_are_pattern_of_each_url():
+    """By shape when the URLs share shapes (drawn from a few of URLS), one by one when not."""
     rnd = random.Random(15)
-    for _ in range(200):
-        urls = [random_url(rnd) for _ in range(rnd.randrange(1, 40))]
+    for _ in range(300):
+        bases = rnd.sample(URLS, rnd.choice([2, 4, 8, len(URLS)]))
+        urls = [random_url(rnd, bases) for _ in range(rnd.randrange(1, 60))]
         assert url_patterns(urls) == [pattern(u.decode("utf-8", "replace")) for u in urls], urls
     assert url_patterns([]) == []
     assert url_patterns([b"http://a.test/x\ny/1"]) == [pattern("http://a.test/x\ny/1")]   # a newline: one by one
