@@ -29,7 +29,9 @@ rows is a pause between runs), ``pages_per_second`` and ``discovery_ratio``: ``s
 and the run's summary line all use these, so they tell one story.
 
 Everything is read incrementally from the append-only files, so a sample costs what was
-appended since the last one, not the size of the crawl.
+appended since the last one, not the size of the crawl; and that is read in C (a findall a log,
+the lines that may not be data aside), the census pattern worked out once per URL shape: the
+parent samples while the workers crawl, and line by line it cost 10 us a page.
 """
 
 from __future__ import annotations
