@@ -76,8 +76,8 @@ def url_patterns(urls: Sequence[bytes]) -> list[str]:
 
 
 def _shared(urls: Sequence[bytes]) -> bool:
-    """Whether the URLs share shapes enough for ``url_patterns`` to go by shape: two a shape on
-    average (the shape of a URL of the sample without its host and query, ASCII digits 0)."""
+    """Whether the URLs may share shapes enough for ``url_patterns`` to go by shape: two URLs a
+    shape on average, counting the URLs with their ASCII digits 0 (hosts and queries aside)."""
     return len(urls) > 1 and 2 * len(set(b"\n".join(urls).translate(_ZERO).split(b"\n"))) <= len(urls)
 
 
