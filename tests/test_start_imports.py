@@ -1,7 +1,8 @@
 """What a crawl's start imports (issue 15): every module imported is CPU of every start and of
 every small command; the parent imports the workers' modules before the fork, so all of them are
 paid there once. What a plain http crawl never needs, in the parent or in a worker, is not
-imported: http.client (with ssl and the email parser), email.utils, calendar, hashlib's OpenSSL.
+imported: http.client (with ssl and the email parser), email.utils, calendar, hashlib's OpenSSL,
+idna (until a punycode label).
 What the direct path did with them is done without them, and checked against them here."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from spider import fetch, hashes, politeness, recrawl
 ROOT = Path(__file__).resolve().parent.parent
 # Never imported by a plain http crawl (its parent, its workers).
 UNUSED = ("http.client", "ssl", "_ssl", "email.parser", "email.utils", "email.message", "calendar",
-          "hashlib", "_hashlib")
+          "hashlib", "_hashlib", "idna")
 CRAWL_MODULES = ("spider.cli", "spider.crawl", "spider.spider", "spider.fetch")
 
 
@@ -156,3 +157,19 @@ def test_the_dates_that_need_email_utils_import_it_then() -> None:
     assert got["out"] == [1796205600.0, 1796169600.0, 1796205600.0, None, 60.0]
     assert recrawl.parse_stamp("Wed, 02 Dec 2026 10:00:00 GMT") == 1796205600.0
     assert politeness.parse_retry_after("Wed, 02 Dec 2026 10:01:00 GMT", 1796205600.0) == 60.0
+
+
+def test_a_punycode_label_imports_idna_and_is_checked_as_before() -> None:
+    got = _run("""
+        import json, sys
+        from spider.urls import normalize
+        before = "idna" in sys.modules
+        out = [normalize("http://xn--bcher-kva.example/")]
+        try:
+            normalize("http://xn--pokxncvks.example/")   # circled digits: UTS #46 maps them
+        except ValueError as e:
+            out.append(str(e))
+        print(json.dumps({"before": before, "after": "idna" in sys.modules, "out": out}))
+    """)
+    assert got == {"before": False, "after": True,
+                   "out": ["http://xn--bcher-kva.example/", "invalid punycode label 'xn--pokxncvks'"]}
