@@ -2,7 +2,7 @@
 every small command; the parent imports the workers' modules before the fork, so all of them are
 paid there once. What a plain http crawl never needs, in the parent or in a worker, is not
 imported: http.client (with ssl and the email parser), email.utils, calendar, hashlib's OpenSSL,
-idna (until a punycode label).
+idna (until a punycode label), multiprocessing (the workers are forked by ``crawl._Child``).
 What the direct path did with them is done without them, and checked against them here."""
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +24,12 @@ from hypothesis import strategies as st
 
 from sitekit import TestSite
 from spider import fetch, hashes, politeness, recrawl
+from spider.crawl import _Child, _wait_any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Never imported by a plain http crawl (its parent, its workers).
 UNUSED = ("http.client", "ssl", "_ssl", "email.parser", "email.utils", "email.message", "calendar",
-          "hashlib", "_hashlib", "idna")
+          "hashlib", "_hashlib", "idna", "multiprocessing", "pickle")
 CRAWL_MODULES = ("spider.cli", "spider.crawl", "spider.spider", "spider.fetch")
 
 
@@ -173,3 +177,66 @@ def test_a_punycode_label_imports_idna_and_is_checked_as_before() -> None:
     """)
     assert got == {"before": False, "after": True,
                    "out": ["http://xn--bcher-kva.example/", "invalid punycode label 'xn--pokxncvks'"]}
+
+
+def _exits_with(code: object) -> None:
+    raise SystemExit(code)
+
+
+def _fails() -> None:
+    raise RuntimeError("boom")
+
+
+def _reads_stdin(path: str) -> None:
+    with open(path, "w") as f:
+        f.write(repr(sys.stdin.read()) + " " + str(os.fstat(sys.stdin.fileno()).st_rdev == os.stat(os.devnull).st_rdev))
+
+
+def _ends(p, capfd: pytest.CaptureFixture[str]) -> tuple[int | None, bool, str]:  # type: ignore[no-untyped-def]
+    p.start()
+    p.join()
+    err = capfd.readouterr().err
+    return p.exitcode, p.is_alive(), err
+
+
+@pytest.mark.parametrize("target, args", [(time.sleep, (0,)), (_exits_with, (3,)), (_exits_with, (None,)),
+                                          (_exits_with, ("a message",)), (_fails, ())])
+def test_a_child_ends_as_a_multiprocessing_process_does(target, args, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """Exit code, and what it writes to standard error (a traceback after "Process NAME:")."""
+    ours = _Child(target, args)
+    theirs = multiprocessing.get_context("fork").Process(target=target, args=args)
+    code, alive, err = _ends(ours, capfd)
+    their_code, their_alive, their_err = _ends(theirs, capfd)
+    assert (code, alive) == (their_code, their_alive)
+    assert err.replace(ours.name, "NAME").splitlines()[:1] == their_err.replace(theirs.name, "NAME").splitlines()[:1]
+    assert err.splitlines()[-1:] == their_err.splitlines()[-1:]
+    assert ours.name.startswith("ForkProcess-")
+
+
+def test_a_child_reads_nothing_from_stdin(tmp_path: Path) -> None:
+    ours = _Child(_reads_stdin, (str(tmp_path / "a"),))
+    ours.start()
+    ours.join()
+    theirs = multiprocessing.get_context("fork").Process(target=_reads_stdin, args=(str(tmp_path / "b"),))
+    theirs.start()
+    theirs.join()
+    assert ours.exitcode == theirs.exitcode == 0
+    assert (tmp_path / "a").read_text() == (tmp_path / "b").read_text() == "'' True"
+
+
+def test_a_running_child_is_waited_for_killed_and_reaped() -> None:
+    p = _Child(time.sleep, (30,))
+    assert not p.is_alive() and p.exitcode is None   # not started
+    p.start()
+    started = time.monotonic()
+    p.join(0.2)
+    assert time.monotonic() - started >= 0.15
+    assert p.is_alive() and p.exitcode is None
+    assert _wait_any([p.sentinel], 0) == []
+    p.kill()
+    assert _wait_any([p.sentinel], 10) == [p.sentinel]   # ready once it has ended
+    p.join()
+    assert p.exitcode == -9 and not p.is_alive()
+    p.kill()   # nothing left to kill
+    p.join(1)
+    assert p.exitcode == -9
