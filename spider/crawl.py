@@ -115,6 +115,8 @@ class ProjectLock:
 
 @dataclass
 class Summary:
+    """A run's outcome, as its last line says it (``line``)."""
+
     crawled: int
     hops: int
     failed: int

@@ -194,6 +194,8 @@ def _disarm() -> None:
 
 @dataclass(frozen=True)
 class Response:
+    """One response as the crawler sees it (one hop: a redirect is returned, not followed)."""
+
     url: str
     status: int
     content_type: str        # parse_content_type's media type ("" when the server sent none)

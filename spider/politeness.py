@@ -39,6 +39,8 @@ RECOVERY = 0.75
 
 @dataclass(frozen=True)
 class HostState:
+    """One host's politeness: when it may be asked next, its delay, its failures in a row."""
+
     next_allowed: float = 0.0
     delay: float = 0.0
     failures: int = 0
