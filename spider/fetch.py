@@ -96,6 +96,8 @@ class _OnFirstUse:
         self._package = package
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name.startswith("_"):   # (asked by inspect, doctest, copy...: not a submodule)
+            raise AttributeError(name)
         return _module(f"{self._package}.{name}")
 
 

@@ -132,6 +132,7 @@ def test_a_connection_the_server_closed_is_still_stale() -> None:
 def test_http_client_and_the_email_parser_are_named_as_before() -> None:
     assert fetch.http.client is http.client
     assert fetch.email.parser is sys.modules["email.parser"]
+    assert not hasattr(fetch.http, "__wrapped__")   # (doctest, inspect.unwrap)
     from spider import fetch_requests
 
     assert fetch._FinalResponse is fetch_requests._FinalResponse
