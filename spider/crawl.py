@@ -774,7 +774,7 @@ class _Child:
         """In the child: what multiprocessing's ``Process._bootstrap`` does around the target."""
         try:
             _stdin_from_devnull()
-            if threading._HAVE_THREAD_NATIVE_ID:  # type: ignore[attr-defined]
+            if getattr(threading, "_HAVE_THREAD_NATIVE_ID", False):
                 threading.main_thread()._set_native_id()  # type: ignore[attr-defined]
             self.target(*self.args)
             code = 0
