@@ -18,9 +18,7 @@ can go to a WARC file (``spider/warc.py``) while the crawler sees the decoded bo
 from __future__ import annotations
 
 import contextlib
-import email.parser
 import errno
-import http.client
 import logging
 import os
 import _signal
@@ -86,11 +84,32 @@ def _urllib3_errors():  # type: ignore[no-untyped-def]
     return _module("urllib3.exceptions")
 
 
-_LAZY = frozenset({"_Connection", "_TLSConnection", "_Pool", "_TLSPool", "_Adapter"})
+class _OnFirstUse:
+    """A package as this module's code names it (``http.client.X``, ``email.parser.Parser``),
+    its submodule imported when first named (``_module``): the direct path reads and writes
+    HTTP itself, and http.client (with ssl and the email parser, ~7 ms of every start) is
+    needed only for an unusual head, an error, a cookie or requests' path."""
+
+    __slots__ = ("_package",)
+
+    def __init__(self, package: str) -> None:
+        self._package = package
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name.startswith("_"):   # (asked by inspect, doctest, copy...: not a submodule)
+            raise AttributeError(name)
+        return _module(f"{self._package}.{name}")
+
+
+http = _OnFirstUse("http")
+email = _OnFirstUse("email")
+
+
+_LAZY = frozenset({"_Connection", "_TLSConnection", "_Pool", "_TLSPool", "_Adapter", "_FinalResponse"})
 
 
 def __getattr__(name: str) -> object:
-    """The subclasses of requests' and urllib3's classes, from ``spider.fetch_requests``."""
+    """The subclasses of requests', urllib3's and http.client's classes, from ``spider.fetch_requests``."""
     if name in _LAZY:
         return getattr(_parts(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -177,6 +196,8 @@ def _disarm() -> None:
 
 @dataclass(frozen=True)
 class Response:
+    """One response as the crawler sees it (one hop: a redirect is returned, not followed)."""
+
     url: str
     status: int
     content_type: str        # parse_content_type's media type ("" when the server sent none)
@@ -534,61 +555,6 @@ def parse_headers(lines: list[bytes]) -> http.client.HTTPMessage:
     return email.parser.Parser(_class=http.client.HTTPMessage).parsestr(text)
 
 
-class _FinalResponse(http.client.HTTPResponse):
-    """http.client skips ``100 Continue`` and nothing else, so a ``103 Early Hints`` came back as
-    the response (the page failed as ``103``) and the real one stayed unread on a connection
-    kept for the next request. RFC 9110 15.2: a client ignores the 1xx responses it did not ask
-    for (101 Switching Protocols ends the exchange: it stays the answer).
-
-    ``begin`` is http.client's (Python 3.11), with the headers read by ``parse_headers`` above."""
-
-    def begin(self) -> None:
-        if self.headers is not None:
-            return
-        while True:   # interim responses other than 100 are skipped by _read_status
-            version, status, reason = self._read_status()
-            if status != http.client.CONTINUE:
-                break
-            http.client._read_headers(self.fp)  # type: ignore[attr-defined]
-        self.code = self.status = status
-        self.reason = reason.strip()
-        if version in ("HTTP/1.0", "HTTP/0.9"):
-            self.version = 10
-        elif version.startswith("HTTP/1."):
-            self.version = 11
-        else:
-            raise http.client.UnknownProtocol(version)
-        self.headers = self.msg = parse_headers(http.client._read_headers(self.fp))  # type: ignore[attr-defined]
-        tr_enc = self.headers.get("transfer-encoding")
-        self.chunked = bool(tr_enc and tr_enc.lower() == "chunked")
-        if self.chunked:
-            self.chunk_left = None
-        self.will_close = self._check_close()  # type: ignore[attr-defined]
-        self.length = None
-        length = self.headers.get("content-length")
-        if length and not self.chunked:
-            try:
-                self.length = int(length)
-            except ValueError:
-                self.length = None
-            else:
-                if self.length < 0:   # nonsensical negative lengths are ignored
-                    self.length = None
-        if (status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) or 100 <= status < 200
-                or self._method == "HEAD"):  # type: ignore[attr-defined]
-            self.length = 0
-        if not self.will_close and not self.chunked and self.length is None:
-            self.will_close = True   # no length: the body ends when the connection does
-
-    def _read_status(self):  # type: ignore[no-untyped-def]
-        for _ in range(MAX_INTERIM):
-            version, status, reason = super()._read_status()
-            if not 100 < status < 200 or status == 101:
-                return version, status, reason   # begin() itself skips 100
-            http.client._read_headers(self.fp)  # type: ignore[attr-defined]  # the interim headers
-        raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
-
-
 class _Keeper:
     """What a direct response (``_Direct``) is released to once its body was read to its end:
     nothing to do, the connection stays kept by its ``_Direct``. Named as the origin's urllib3
@@ -606,8 +572,9 @@ class _Keeper:
         pass
 
 
-# Errors of a kept connection the server closed meanwhile, met before any byte of the response.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# Errors of a kept connection the server closed meanwhile, met before any byte of the response
+# (http.client's RemoteDisconnected, raised by ``_status_line``, is a ConnectionResetError).
+_STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 _MAXLINE = 65536      # http.client's limits: a longer head line is a LineTooLong,
 _MAXHEADERS = 100     # and this many lines (the blank one included) "got more than 100 headers"
 _log = logging.getLogger("urllib3.response")   # where urllib3 warns of a length with chunked
@@ -752,7 +719,7 @@ def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
                 _header_lines(wire)   # the interim headers
         else:
             raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
-        if status != http.client.CONTINUE:
+        if status != 100:   # http.client.CONTINUE
             break
         if block is None:
             _header_lines(wire)
@@ -1171,6 +1138,33 @@ class _Timeouts(NamedTuple):
     read_timeout: float
 
 
+# RFC 9110's token: a header name or method (or a host) that http.client writes as it is.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _plain_head_lines(host: str, port: int, method: str, headers: Mapping[str, str]) -> bytes | None:
+    """The header lines ``http.client.HTTPConnection(host, port)`` writes for a request with
+    ``headers`` (Host and Accept-Encoding first, unless given), when every part is plain: the
+    method, host and names tokens, the values printable ASCII, a User-Agent given. None
+    otherwise: http.client writes them then, its checks (and errors) its own."""
+    names = {k.lower() for k in headers}
+    if "user-agent" not in names or type(port) is not int or not (
+            type(host) is str and _TOKEN.fullmatch(host) and type(method) is str and _TOKEN.fullmatch(method)):
+        return None
+    lines = []
+    if "host" not in names:
+        lines.append(f"Host: {host}" if port == 80 else f"Host: {host}:{port}")
+    if "accept-encoding" not in names:
+        lines.append("Accept-Encoding: identity")
+    for name, value in headers.items():
+        if not (type(name) is str and _TOKEN.fullmatch(name)
+                and type(value) is str and value.isascii() and value.isprintable()):
+            return None
+        lines.append(f"{name}: {value}")
+    lines += ["", ""]
+    return "\r\n".join(lines).encode("ascii")
+
+
 class _Direct:
     """One kept keep-alive connection to a plain http origin (no TLS, no proxy), a request sent on
     it without urllib3's pool and ``urlopen`` and its response read without urllib3's and
@@ -1263,6 +1257,9 @@ class _Direct:
 
     def _head_after_line(self, method: str, headers: Mapping[str, str]) -> bytes:
         """The header lines http.client writes (its checks of names and values applied)."""
+        plain = _plain_head_lines(self.host, self.port, method, headers)
+        if plain is not None:
+            return plain
         lines = http.client.HTTPConnection(self.host, self.port)
         names = {k.lower() for k in headers}
         lines.putrequest(method, "/", skip_host="host" in names, skip_accept_encoding="accept-encoding" in names)

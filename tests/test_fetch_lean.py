@@ -18,6 +18,7 @@ import time
 import pytest
 import urllib3
 
+from spider import fetch
 from spider.config import CrawlConfig
 from spider.fetch import Fetcher, Response
 from spider.policy import FetchFailure
@@ -209,13 +210,13 @@ def test_a_direct_response_is_read_without_urllib3s_or_http_clients_response(mon
 
 def test_the_request_head_is_made_once_for_the_same_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[str] = []
-    putrequest = http.client.HTTPConnection.putrequest
+    head_after_line = fetch._Direct._head_after_line   # (http.client's lines, or the same made without it)
 
-    def counted(self: http.client.HTTPConnection, method: str, url: str, *args: object, **kwargs: object) -> None:
+    def counted(self: fetch._Direct, method: str, headers: dict[str, str]) -> bytes:
         made.append(method)
-        putrequest(self, method, url, *args, **kwargs)  # type: ignore[arg-type]
+        return head_after_line(self, method, headers)
 
-    monkeypatch.setattr(http.client.HTTPConnection, "putrequest", counted)
+    monkeypatch.setattr(fetch._Direct, "_head_after_line", counted)
     server = RawServer(_keep_alive)
     f = Fetcher(CrawlConfig(connect_timeout=1.0, read_timeout=1.0, max_time=3.0))
     try:

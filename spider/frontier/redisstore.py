@@ -56,7 +56,6 @@ import socket
 import threading
 import time
 from dataclasses import replace
-from hashlib import blake2b
 from typing import Any, Callable, Iterable, TypeVar
 
 try:
@@ -64,6 +63,7 @@ try:
 except ImportError:   # an optional extra: pip install -e ".[redis]"
     redis = None  # type: ignore[assignment]
 
+from ..hashes import blake2b
 from ..order import Order
 from ..politeness import HostState
 from ..records import QueueEntry, parse_queue_line, rejected_line
