@@ -300,7 +300,7 @@ class ClusterStore(RedisStore):
         return n + (self._park_script(args) if args else 0)
 
     def _park_script(self, args: list[Any]) -> int:
-        return int(self._do(lambda: self._park(args=[self._carry(), *args])))
+        return int(self._do(lambda: self._park(args=self._carry(*args))))
 
     def park_pending(self) -> int:
         """At the start of a discovery run: the ready URLs it is not to fetch are parked."""

@@ -82,9 +82,20 @@ HOT_KNOWN = 4096             # of those, the URLs seen lately kept as strings to
 
 _LUA_COMMON = r"""
 local PFX, OPS = ARGV[1], nil
-do   -- "PREFIX\0OPS": writes the worker buffered since its last call (RedisStore._carry)
+do   -- "PREFIX\0N": the last N arguments are the writes the worker buffered since its last call
+  -- (RedisStore._carry), each op its name then its fields; taken off ARGV, so each script sees
+  -- its own arguments only. Not one packed string: every string made in Lua costs Redis a pass
+  -- over its bytes (its hash), and a page's log lines are ~2 KB.
   local z = string.find(PFX, '\0', 1, true)
-  if z then OPS = string.sub(PFX, z + 1); PFX = string.sub(PFX, 1, z - 1) end
+  if z then
+    local top = #ARGV
+    OPS = top - tonumber(string.sub(PFX, z + 1)) + 1   -- the first of them
+    PFX = string.sub(PFX, 1, z - 1)
+    local f = {}
+    for i = OPS, top do f[#f + 1] = ARGV[i] end
+    for i = top, OPS, -1 do ARGV[i] = nil end   -- from the end: #ARGV is the script's own count
+    OPS = f
+  end
 end
 local function k(name) return PFX .. ':' .. name end
 local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' end
@@ -380,7 +391,10 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
   if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
   -- the lease is not renewed here (5 commands a page): the lease thread renews it every second
   -- and each claim of the host does, so a settle only asks whether this owner still holds it
-  if redis.call('HEXISTS', hk('l', host), owner) == 1 then maybe_release(host, owner) end
+  -- (once the host has nothing ready: one ZCARD a page while it has)
+  if redis.call('ZCARD', hk('q', host)) == 0 and redis.call('HEXISTS', hk('l', host), owner) == 1 then
+    maybe_release(host, owner)
+  end
   return 1
 end
 -- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
@@ -396,16 +410,9 @@ local function later_slot(host, nxt)
   local cur = redis.call('HGET', hk('h', host), 'next')
   if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', host), 'next', nxt) end
 end
--- the buffered writes, in order: netstrings "N:bytes", each op its name then its fields
+-- the buffered writes, in order: each op its name then its fields
 if OPS then
-  local f, at = {}, 1
-  while at <= #OPS do
-    local colon = string.find(OPS, ':', at, true)
-    local n = tonumber(string.sub(OPS, at, colon - 1))
-    f[#f + 1] = string.sub(OPS, colon + 1, colon + n)
-    at = colon + n + 1
-  end
-  local i = 1
+  local f, i = OPS, 1
   while i <= #f do
     local op = f[i]
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
@@ -724,7 +731,7 @@ _FLUSH = _LUA_COMMON + "return 1"
 
 # first URL of a page text: ARGV 1 prefix, 2 text hash, 3 url
 _TEXT = _LUA_COMMON + r"""
-redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+if redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3]) == 1 then return ARGV[3] end
 return redis.call('HGET', k('texts'), ARGV[2])
 """
 
@@ -756,8 +763,7 @@ _KNOWN = _LUA_COMMON + _KNOWN_FN + "return known(ARGV[2])"
 # fingerprints. Returns {first url with that text, '1' or '0' per link}.
 _FIRST_AND_KNOWN = _LUA_COMMON + _KNOWN_FN + r"""
 local first = ARGV[3]
-if ARGV[2] ~= '' then
-  redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+if ARGV[2] ~= '' and redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3]) == 0 then   -- not the first
   first = redis.call('HGET', k('texts'), ARGV[2])
 end
 return {first, known(ARGV[4])}
@@ -920,15 +926,6 @@ def pending_lines(member: bytes, key: float) -> list[tuple[bytes, float]]:
     return out
 
 
-def _netstrings(fields: Iterable[object]) -> bytes:
-    """Fields as ``LEN:BYTES`` one after the other (the buffered writes' wire format)."""
-    out = bytearray()
-    for f in fields:
-        b = f if isinstance(f, bytes) else str(f).encode("utf-8", "surrogatepass")
-        out += b"%d:%s" % (len(b), b)
-    return bytes(out)
-
-
 def _pace(delay: float) -> str:
     """A host's ``pace`` field: "0" (no delay: the host may have several holders) or the delay."""
     return "0" if delay <= 0 else f"{delay:.3f}"
@@ -991,7 +988,7 @@ class RedisStore:
         self._granted: dict[str, float] = {}   # host -> monotonic time before the call that leased it
         self._states: dict[str, tuple[HostState, tuple[bytes, ...]]] = {}   # leased hosts' state, raw
         self._paces: dict[str, str] = {}    # host -> its pace as Redis last said or was told (``_tell_pace``)
-        self._ops: list[bytes] = []         # buffered writes, sent with the next script (``_carry``)
+        self._ops: list[bytes] = []         # buffered writes' fields, sent with the next script (``_carry``)
         self._ops_lock = threading.Lock()
         self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
         self._known_here = _KnownHere()
@@ -1045,25 +1042,26 @@ class RedisStore:
     # -- buffered writes ---------------------------------------------------------------------------
     def _buffer(self, *fields: object) -> None:
         with self._ops_lock:
-            self._ops.append(_netstrings(fields))
+            self._ops += [str(f).encode("utf-8", "surrogatepass") for f in fields]
         if not self.defer:
             self.flush()
 
-    def _carry(self) -> bytes | str:
-        """The prefix argument of a script, with the buffered writes after a NUL (the script
-        applies them first). Only the worker's own thread sends them: the lease thread's
-        scripts (renew, shed) take the plain prefix, so writes keep their order."""
+    def _carry(self, *args: Any) -> list[Any]:
+        """A script's arguments: the prefix, ``args``, then the buffered writes' fields (each op
+        its name then its fields), their count after a NUL in the prefix (the script applies them
+        first). Only the worker's own thread sends them: the lease thread's scripts (renew,
+        shed) take the plain prefix, so writes keep their order."""
         with self._ops_lock:
             ops, self._ops = self._ops, []
         if not ops:
-            return self.prefix
-        return self.prefix.encode("utf-8", "surrogatepass") + b"\0" + b"".join(ops)
+            return [self.prefix, *args]
+        return [f"{self.prefix}\0{len(ops)}", *args, *ops]
 
     @_one_line_errors
     def flush(self) -> None:
         """Send the buffered writes now (before a read that must see them, and at a stop)."""
         if self._ops:
-            self._flush_script(args=[self._carry()])
+            self._flush_script(args=self._carry())
 
     # -- leases seen from here -----------------------------------------------------------------
     def _granted_now(self, hosts: Iterable[str], since: float) -> None:
@@ -1095,7 +1093,7 @@ class RedisStore:
             return {u for u in todo if added[u]}
         out, ask, fps = self._known_locally(todo)
         if ask:
-            flags = self._known(args=[self._carry(), fps])
+            flags = self._known(args=self._carry(fps))
             out |= self._learn(ask, flags)
         return out
 
@@ -1133,7 +1131,7 @@ class RedisStore:
         """``first_with_text`` and ``known`` in one script: a page's two questions, one round trip
         (the links known here are not sent)."""
         out, ask, fps = self._known_locally(list(dict.fromkeys(links)))
-        first, flags = self._first_known(args=[self._carry(), text_hash or "", url, fps])
+        first, flags = self._first_known(args=self._carry(text_hash or "", url, fps))
         return first.decode("utf-8", "replace"), out | self._learn(ask, flags)
 
     @_one_line_errors
@@ -1160,15 +1158,15 @@ class RedisStore:
         self._added = {}
         for i in range(0, len(todo), ADD_BATCH):
             batch = todo[i:i + ADD_BATCH]
-            args: list[Any] = [self._carry(), self._lifo, cap]
+            packed: list[bytes] = []
             for e in batch:
                 refused = "\n" + rejected_line(e.url, "host budget", e.source)[:-1] if cap else ""
-                args.append(fingerprint(e.url) + f"{host_key(e.url)}\n{self._score(e)}\n{e.line()[:-1]}{refused}"
-                            .encode("utf-8", "surrogatepass"))
-            got = self._add_script(args=args)
+                packed.append(fingerprint(e.url) + f"{host_key(e.url)}\n{self._score(e)}\n{e.line()[:-1]}{refused}"
+                              .encode("utf-8", "surrogatepass"))
+            got = self._add_script(args=self._carry(self._lifo, cap, *packed))
             new += [e for e, ok in zip(batch, got) if ok == 1]
             self._added.update((e.url, ok != 2) for e, ok in zip(batch, got))
-            for a, ok in zip(args[3:], got):
+            for a, ok in zip(packed, got):
                 if ok != 2:   # queued now, or known already (2: refused by the host budget, not known)
                     self._known_here.put(a[:8])
         return new
@@ -1180,12 +1178,13 @@ class RedisStore:
         the buffered writes do not go in it (a transaction may be dropped and tried again)."""
         if client is not None:
             self.flush()
-        args: list[Any] = [self.prefix if client is not None else self._carry(), self._lifo]
+        args: list[Any] = []
         for e in entries:
             args += [host_key(e.url), self._score(e), e.line()[:-1], self._time(e.not_before)]
-        if len(args) > 2:
-            self._requeue_script(args=args, client=client)
-        return (len(args) - 2) // 4
+        if args:
+            self._requeue_script(args=[self.prefix, self._lifo, *args] if client is not None
+                                 else self._carry(self._lifo, *args), client=client)
+        return len(args) // 4
 
     @staticmethod
     def _time(t: float) -> str:
@@ -1207,8 +1206,8 @@ class RedisStore:
         share = "" if self.max_hosts is None else str(self.max_hosts)
         since = time.monotonic()
         if limit == 1:
-            got = self._claim_one(args=[self._carry(), repr(now), cap, self._who, share, repr(self.let_go),
-                                        self.lease_ms, self._join, self.batch])
+            got = self._claim_one(args=self._carry(repr(now), cap, self._who, share, repr(self.let_go),
+                                                 self.lease_ms, self._join, self.batch))
             room, wait = int(got[0]), _time_or_none(got[1])
             taken = self._taken(got[4:], since)
             for host in dict.fromkeys(host_key(c.url) for c in taken):   # a batch is one host's
@@ -1220,8 +1219,8 @@ class RedisStore:
                 room = max(0, room - sum(1 for c in taken if c.entry.kind != "recheck"))
             return ClaimResult(taken, int(got[2]), int(got[3]), wait,
                                room == 0 and not taken and wait is None)
-        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go),
-                                 self._join])
+        sel = self._select(args=self._carry(repr(now), limit, cap, self._who, share, repr(self.let_go),
+                                          self._join))
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:
@@ -1281,8 +1280,8 @@ class RedisStore:
         fp = fingerprint(entry.url)
         host = host_key(entry.url)
         since = time.monotonic()
-        got = self._admit(args=[self._carry(), self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
-                                fp, self._bucket(fp), self._score(entry), entry.line()[:-1], self._join])
+        got = self._admit(args=self._carry(self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
+                                         fp, self._bucket(fp), self._score(entry), entry.line()[:-1], self._join))
         if got[0] != b"ok":
             return None
         self._paces[host] = _pace(delay)   # the script told Redis
@@ -1311,12 +1310,12 @@ class RedisStore:
         if self.defer:
             self._buffer("S", *fields)
             return True
-        return bool(self._settle(args=[self._carry(), *fields]))
+        return bool(self._settle(args=self._carry(*fields)))
 
     @_one_line_errors
     def reissue(self, owner: int) -> int:
         """Put the in-flight URLs of a dead worker of this machine back to pending; end its leases."""
-        return int(self._reissue(args=[self._carry(), f"{self.machine}/{owner}"]))
+        return int(self._reissue(args=self._carry(f"{self.machine}/{owner}")))
 
     @_one_line_errors
     def close(self) -> int:
@@ -1325,7 +1324,7 @@ class RedisStore:
         self._held.clear()
         self._granted.clear()
         self._states.clear()
-        return int(self._reissue(args=[self._carry(), self._who]))
+        return int(self._reissue(args=self._carry(self._who)))
 
     @_one_line_errors
     def renew_leases(self) -> list[str]:
@@ -1352,7 +1351,7 @@ class RedisStore:
     def _read_host(self, host: str) -> tuple[HostState, tuple[bytes, ...]]:
         if self.leased(host) and host in self._states:
             return self._states[host]
-        raw = tuple(self._state(args=[self._carry(), host]))
+        raw = tuple(self._state(args=self._carry(host)))
         got = (_host_state(raw), raw)
         if self.leased(host):
             self._states[host] = got
@@ -1370,7 +1369,7 @@ class RedisStore:
         while True:
             new = change(state)
             fields = (f"{new.next_allowed:.3f}", f"{new.delay:.3f}", str(new.failures), new.reason or "-")
-            got = self._put_host(args=[self._carry(), host, *(x or b"" for x in raw), *fields])
+            got = self._put_host(args=self._carry(host, *(x or b"" for x in raw), *fields))
             if got[0] == 1:
                 written = tuple(f.encode() for f in fields)
                 if self.leased(host):
@@ -1385,7 +1384,7 @@ class RedisStore:
 
     @_one_line_errors
     def first_with_text(self, text_hash: str, url: str) -> str:
-        return (self._text(args=[self._carry(), text_hash, url]) or url.encode()).decode()
+        return (self._text(args=self._carry(text_hash, url)) or url.encode()).decode()
 
     @_one_line_errors
     def pending_on(self, host: str) -> int:
