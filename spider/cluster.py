@@ -530,8 +530,11 @@ class ClusterStore(RedisStore):
 
         def compact(pipe: Any) -> None:
             lines = [x.decode("utf-8", "replace") for x in pipe.lrange(key, 0, -1)]
-            pages = recrawl.schedule_of(x.rstrip("\r\n").split("\t") for x in lines if is_data(x))[0]
+            rows = [x.rstrip("\r\n").split("\t") for x in lines if is_data(x)]
             pipe.multi()
+            if len(rows) == len(lines) and recrawl._compact(rows):
+                return   # one good line per URL already (a fresh crawl's): nothing to parse or rewrite
+            pages = recrawl.schedule_of(rows)[0]
             if len(pages) < len(lines):
                 pipe.delete(key)
                 if pages:

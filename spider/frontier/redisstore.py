@@ -136,7 +136,13 @@ local function push_ready(host, key, line)
 end
 -- queue a line; with ``touched`` (a batch), its host is indexed and the count kept once at the end
 local function push(host, line, score, lifo, not_before, touched)
-  local seq = redis.call('INCR', k('seq'))
+  local seq
+  if touched and touched.seq then   -- numbers the batch took at once (INCRBY), in the same order
+    touched.seq = touched.seq + 1
+    seq = touched.seq
+  else
+    seq = redis.call('INCR', k('seq'))
+  end
   local key = num(tonumber(score) * 68719476736 + (lifo == '1' and -seq or seq))
   local added
   if tonumber(not_before) > 0 then
@@ -428,28 +434,62 @@ end
 # since encoding arguments is most of the client's work): the 8-byte fingerprint, then
 # host LF score LF queue line [LF rejected line, for the host budget]
 _ADD = _LUA_COMMON + r"""
-local out, touched = {}, batch()
+-- A few commands an add, not four an entry: the fingerprint strings read with one MGET and
+-- written with one MSET, the sequence numbers taken with one INCRBY, each host's admitted count
+-- read once and raised once; the same end state as the entries taken one by one, in order.
+local out, touched, cap = {}, batch(), tonumber(ARGV[3])
+local buckets, keys, of = {}, {}, {}
 for i = 4, #ARGV do
-  local fp = string.sub(ARGV[i], 1, 8)
-  local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
-  local b1, b2 = string.byte(fp, 1, 2)
+  local b1, b2 = string.byte(ARGV[i], 1, 2)
   local bucket = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
+  if buckets[bucket] == nil then keys[#keys + 1] = bucket; buckets[bucket] = '' end
+  of[i] = bucket
+end
+for i = 1, #keys, 256 do
+  local got = redis.call('MGET', unpack(keys, i, math.min(#keys, i + 255)))
+  for j = 1, #got do buckets[keys[i + j - 1]] = got[j] or '' end
+end
+local admitted, changed, new = {}, {}, {}
+for i = 4, #ARGV do
+  local fp, bucket = string.sub(ARGV[i], 1, 8), of[i]
   local result = 0
-  local packed = redis.call('GET', bucket) or ''
-  if not packed_has(packed, fp) then
-    if ARGV[3] ~= '' and tonumber(redis.call('HGET', hk('h', host), 'admitted') or '0') >= tonumber(ARGV[3]) then
+  if not packed_has(buckets[bucket], fp) then
+    local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
+    local a = admitted[host]
+    if a == nil then   -- {admitted before, admitted now}
+      a = {cap and tonumber(redis.call('HGET', hk('h', host), 'admitted') or '0') or 0, 0}
+      admitted[host] = a
+    end
+    if cap and a[1] + a[2] >= cap then
       if packed_add(PFX .. ':over:' .. string.sub(bucket, #PFX + 7), fp) then
         redis.call('RPUSH', k('log:rejected'), refused .. '\n')
       end
       result = 2
     else
-      redis.call('SET', bucket, packed .. fp)
-      redis.call('HINCRBY', hk('h', host), 'admitted', 1)
-      push(host, line, score, ARGV[2], 0, touched)
+      buckets[bucket] = buckets[bucket] .. fp
+      changed[#changed + 1] = bucket
+      a[2] = a[2] + 1
+      new[#new + 1] = {host, line, score}
       result = 1
     end
   end
   out[#out + 1] = result
+end
+if #new > 0 then
+  touched.seq = redis.call('INCRBY', k('seq'), #new) - #new
+  for _, e in ipairs(new) do push(e[1], e[2], e[3], ARGV[2], 0, touched) end
+  local set, done = {}, {}
+  for _, bucket in ipairs(changed) do
+    if not done[bucket] then
+      done[bucket] = true
+      set[#set + 1] = bucket
+      set[#set + 1] = buckets[bucket]   -- SET, not APPEND: APPEND's spare room would double the size
+    end
+  end
+  for i = 1, #set, 512 do redis.call('MSET', unpack(set, i, math.min(#set, i + 511))) end
+  for host, a in pairs(admitted) do
+    if a[2] > 0 then redis.call('HINCRBY', hk('h', host), 'admitted', a[2]) end
+  end
 end
 flush(touched)
 return out
