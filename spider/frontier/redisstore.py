@@ -204,16 +204,23 @@ local function take_lines(zkey, member, key, m, below)
     local nk = k + tonumber(string.sub(member, at, sp - 1))
     local lf2 = string.find(member, '\n', sp + 1, true)
     if #out >= m or (below and nk >= below) then
-      local rest = string.sub(member, sp + 1)
-      local head = string.sub(rest, 1, (lf2 and lf2 - sp or #rest + 1) - 1)
-      local own = string.sub(head, -2) ~= '\t^'
-      if not own then head = string.sub(head, 1, -2) .. src end
-      local tail = lf2 and string.sub(rest, lf2 - sp) or ''
-      if own and string.match(head, '[^\t]*$') ~= src then
-        tail = string.gsub(tail .. '\n', '\t%^\n', function() return '\t' .. src .. '\n' end)
-        tail = string.sub(tail, 1, -2)
+      -- the rest, made once (each string made costs Redis a pass over its bytes): unchanged
+      -- when its first line has the block's source, else that line or the '^' lines rewritten
+      local last = (lf2 or #member + 1) - 1   -- the rest's first line ends here
+      local rest
+      if string.sub(member, last - 1, last) == '\t^' then
+        rest = string.sub(member, sp + 1, last - 1) .. src .. (lf2 and string.sub(member, lf2) or '')
+      else
+        local head = string.sub(member, sp + 1, last)
+        if string.match(head, '[^\t]*$') == src then
+          rest = string.sub(member, sp + 1)
+        else
+          local tail = string.gsub((lf2 and string.sub(member, lf2) or '') .. '\n', '\t%^\n',
+                                   function() return '\t' .. src .. '\n' end)
+          rest = head .. string.sub(tail, 1, -2)
+        end
       end
-      redis.call('ZADD', zkey, num(nk), head .. tail)
+      redis.call('ZADD', zkey, num(nk), rest)
       return out
     end
     local line = string.sub(member, sp + 1, (lf2 or #member + 1) - 1)
@@ -242,7 +249,9 @@ end
 -- The host's lease summary, for readers outside the scripts (status, push, pull): ``lowner`` one
 -- holder, ``luntil`` the latest expiry; ``P:leases`` scores the host by its earliest expiry (the
 -- expiry scan of select_hosts finds it when any of its holders runs out).
+local HFIELDS = {}   -- host -> the fields of P:h:{host} slot_pace read in this script, until they change
 local function resum(host)
+  HFIELDS[host] = nil
   local all = redis.call('HGETALL', hk('l', host))
   local h = hk('h', host)
   if #all == 0 then
@@ -310,13 +319,18 @@ local function holders(host)
 end
 -- The host's slot, whether it keeps a pace (a delay, a slot ahead, failures, a reason such as
 -- Retry-After, or a pace not told yet: ``pace`` is the delay its last claimer works to, "0" for
--- none), one of its holders (false: none), and its pace as told (false: never). A host that keeps a
--- pace has one holder at most.
+-- none), one of its holders (false: none), its pace as told (false: never), and the fields read
+-- (next, pace, delay, failures, reason, lowner). A host that keeps a pace has one holder at most.
+-- Read once a script (a claim looked at its host three times): every write to them forgets them.
 local function slot_pace(host, now)
-  local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
+  local st = HFIELDS[host]
+  if st == nil then
+    st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
+    HFIELDS[host] = st
+  end
   local nxt = tonumber(st[1] or '0')
   return nxt, st[2] ~= '0' or nxt > now or tonumber(st[3] or '0') > 0 or tonumber(st[4] or '0') > 0
-              or (st[5] or '-') ~= '-', st[6], st[2]
+              or (st[5] or '-') ~= '-', st[6], st[2], st
 end
 -- May this owner claim on the host (``pc``: it keeps a pace), whose slot after the claim is
 -- ``nxt`` ('0': no delay)? Others hold it: only if shared, it keeping no pace.
@@ -328,11 +342,14 @@ end
 -- take (or keep) this owner's lease of the host, its expiry ttl ms from now; returns its token
 local function hold(host, owner, ttl)
   local l = hk('l', host)
-  local cur = redis.call('HGET', l, owner)
-  local tok
-  if cur then
-    tok = string.match(cur, '\t(.*)$')
-  else   -- a new lease, a new token: a settle under an earlier one is refused
+  local tok, seen = nil, HOLDERS[host]
+  if seen then   -- the holders as read in this script (expired ones let go): no need to ask
+    tok = seen[1][owner]
+  else
+    local cur = redis.call('HGET', l, owner)
+    if cur then tok = string.match(cur, '\t(.*)$') end
+  end
+  if tok == nil then   -- a new lease, a new token: a settle under an earlier one is refused
     HOLDERS[host] = nil
     tok = tostring(redis.call('HINCRBY', hk('h', host), 'tok', 1))
     redis.call('SADD', k('held:' .. owner), host)
@@ -413,6 +430,7 @@ local function renew(owner, lease, from)
 end
 -- a host's slot, only ever later
 local function later_slot(host, nxt)
+  HFIELDS[host] = nil
   local cur = redis.call('HGET', hk('h', host), 'next')
   if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', host), 'next', nxt) end
 end
@@ -423,7 +441,7 @@ if OPS then
     local op = f[i]
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
     elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
-    elseif op == 'P' then redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
+    elseif op == 'P' then HFIELDS[f[i + 1]] = nil; redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
     elseif op == 'S' then settle(unpack(f, i + 1, i + 12)); i = i + 13
     else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
   end
@@ -615,9 +633,9 @@ local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local out, taken, toks, states, done = {}, 0, {}, {}, {}
 while taken < tonumber(limit) do
-  local best, bz, bline, bkey, bpc = nil, nil, nil, nil, nil
+  local best, bz, bline, bkey, bpc, br, braw = nil, nil, nil, nil, nil, nil, nil
   for host, _ in pairs(slot) do
-    local nx, pc = slot_pace(host, now)
+    local nx, pc, _, _, raw = slot_pace(host, now)
     local ok = claimable(host, owner, pc, slot[host], join)
     if ok and nx > now then ok = false; later(nx) end
     if ok then
@@ -630,7 +648,7 @@ while taken < tonumber(limit) do
       if not z then
         ok = false
       elseif bkey == nil or tonumber(key) < tonumber(bkey) then
-        best, bz, bline, bkey, bpc = host, z, line, key, pc
+        best, bz, bline, bkey, bpc, br, braw = host, z, line, key, pc, r[2], raw
       end
     end
     if not ok then slot[host] = nil end
@@ -640,14 +658,14 @@ while taken < tonumber(limit) do
   local m, below = 1, nil
   if batch and not bpc and bz == 'q' then
     m = math.min(tonumber(limit) - taken, room)
-    local r = redis.call('ZRANGE', hk('r', best), 0, 0, 'WITHSCORES')
-    if r[2] then below = tonumber(r[2]) end
+    if br then below = tonumber(br) end   -- the host's first recheck, as read just now
   end
   local lines = take_lines(hk(bz, best), bline, bkey, m, below)
   local tok = toks[best]
   if tok == nil then tok = hold(best, owner, lease); toks[best] = tok end
   local nxt = slot[best]
   if nxt ~= '0' then
+    HFIELDS[best] = nil
     local cur = redis.call('HGET', hk('h', best), 'next')
     if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', best), 'next', nxt) end
     slot[best] = nil
@@ -657,8 +675,11 @@ while taken < tonumber(limit) do
   end
   done[best] = true
   local st = states[best]
-  if st == nil or nxt ~= '0' then
+  if nxt ~= '0' then
     st = redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')
+    states[best] = st
+  elseif st == nil then   -- its slot unchanged: as slot_pace read it (the lease changes no other field)
+    st = {braw[1], braw[3], braw[4], braw[5], braw[2]}
     states[best] = st
   end
   if #lines > 0 then in_flight(best, owner, tok, lines) end
@@ -735,6 +756,7 @@ if not claimable(host, owner, pc, delay > 0 and '1' or '0', ARGV[12]) then
   push(host, ARGV[11], ARGV[10], ARGV[2], 0)
   return {'queued'}
 end
+HFIELDS[host] = nil
 redis.call('HSET', h, 'pace', delay > 0 and string.format('%.3f', delay) or '0')
 local start = math.max(tonumber(ARGV[5]), tonumber(redis.call('HGET', h, 'next') or '0'))
 if delay > 0 then
