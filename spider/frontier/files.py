@@ -112,6 +112,7 @@ class FrontierLock:
         self._fd: int | None = None
         self._pid = 0
         self.depth = 0   # nested holds of this process (``FileStore.hold``): the outermost one locks
+        self.holds = 0   # outermost acquisitions so far: names the current hold (``_File.known``)
 
     def __enter__(self) -> "FrontierLock":
         if self._pid != _PID[0]:
@@ -126,6 +127,7 @@ class FrontierLock:
         # lets go with it. Nobody holds it across network I/O, so the wait is microseconds.
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.depth = 1
+        self.holds += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -149,6 +151,15 @@ class _File:
         self.fd: int | None = None
         self.ino: int | None = None
         self.pos = 0
+        # (lock hold, size): the file's size as that hold of the frontier lock saw it when it
+        # began or left it with our own appends (``size_in``); no process of the crawl appends
+        # to the journal without the lock, so within the hold it is the size, no fstat needed.
+        self.known = (0, 0)
+
+    def size_in(self, hold: int) -> int | None:
+        """The file's size as lock hold ``hold`` knows it (``known``), else None (ask)."""
+        h, size = self.known
+        return size if h == hold else None
 
     def look(self) -> os.stat_result | None:
         """The file at our path now (None: there is none)."""
@@ -243,7 +254,7 @@ class _File:
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
-        self.fd, self.ino, self.pos = None, None, 0
+        self.fd, self.ino, self.pos, self.known = None, None, 0, (0, 0)
 
 
 class _Hold:
@@ -320,6 +331,7 @@ class FileStore:
         self._log_fds: dict[str, tuple[int, Path]] = {}     # open append-only logs of this process
         self._log_pid = _PID[0]
         self._log_ends: dict[str, int] = {}   # where our last record ended in an outcome log (``_end_log``)
+        self._log_inos: dict[str, int] = {}   # the inode our rejected.txt descriptor writes to
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._track_seen = track_seen
@@ -497,9 +509,16 @@ class FileStore:
                 self._recount()
             self._read_journal(count=not running)
         else:   # the same files as we hold: the sizes we just saw are theirs
-            self._read_queue(size=sq.st_size, flush=False)   # type: ignore[union-attr]
-            self._read_journal(size=sc.st_size)   # type: ignore[union-attr]
-            self._flush_skips()
+            q, c = self._queue, self._claims
+            # (Nothing appended since our last look, as mostly: nothing to read.)
+            if sq.st_size != q.pos:   # type: ignore[union-attr]
+                self._read_queue(size=sq.st_size, flush=False)   # type: ignore[union-attr]
+            if sc.st_size != c.pos:   # type: ignore[union-attr]
+                self._read_journal(size=sc.st_size)   # type: ignore[union-attr]
+            if self.lock.depth:   # our records of this hold go at that size (``_journal``)
+                c.known = (self.lock.holds, sc.st_size)   # type: ignore[union-attr]
+            if self._skips:
+                self._flush_skips()
 
     def _recount(self) -> None:
         """The pages done, from crawled.txt and failed.txt (the journal's records that settled
@@ -723,28 +742,10 @@ class FileStore:
             self._records += 1
         if kind == "C":
             _, off, end, owner, nxt, qline = record.rstrip("\n").split("\t", 5)
-            self._consume(int(off), int(end), True)
-            url = qline.split("\t", 1)[0]
-            self._inflight[url] = (int(owner), qline)
-            host = host_key(url)
-            t = float(nxt)
-            if t > self._host_next.get(host, 0.0):
-                self._host_next[host] = t
+            self._claimed(int(off), int(end), int(owner), float(nxt), qline)
         elif kind == "D":
             _, what, url = record.rstrip("\n").split("\t", 2)
-            self._inflight.pop(url, None)
-            if not count and what in ("crawled", "failed", "hop"):
-                pass   # counted from the files (``_recount``)
-            elif what == "crawled":
-                self._crawled += 1
-            elif what == "failed":
-                self._failed += 1
-            elif what == "hop":
-                self._hops += 1
-            elif what == "rejected":
-                self._refused += 1
-            elif what == "rechecked":
-                self._rechecked += 1
+            self._settled(what, url, count)
         elif kind == "S":
             _, off, end, counted = record.rstrip("\n").split("\t")
             n = int(counted)   # data lines: 0 or 1, or the lines of a judged pasted stretch
@@ -764,6 +765,32 @@ class FileStore:
             self._host_state[host] = state
             self._host_next[host] = state.next_allowed
 
+    def _claimed(self, off: int, end: int, owner: int, nxt: float, qline: str) -> None:
+        """A ``C`` record: the queue line at [off, end) is claimed by ``owner``, its host
+        reserved until ``nxt`` (read from the journal, or our own claim applied as written)."""
+        self._consume(off, end, True)
+        url = qline.split("\t", 1)[0]
+        self._inflight[url] = (owner, qline)
+        host = host_key(url)
+        if nxt > self._host_next.get(host, 0.0):
+            self._host_next[host] = nxt
+
+    def _settled(self, what: str, url: str, count: bool = True) -> None:
+        """A ``D`` record: the claim on ``url`` is over, ``what`` says how."""
+        self._inflight.pop(url, None)
+        if not count and what in ("crawled", "failed", "hop"):
+            pass   # counted from the files (``_recount``)
+        elif what == "crawled":
+            self._crawled += 1
+        elif what == "failed":
+            self._failed += 1
+        elif what == "hop":
+            self._hops += 1
+        elif what == "rejected":
+            self._refused += 1
+        elif what == "rechecked":
+            self._rechecked += 1
+
     def _consume(self, off: int, end: int, counted: int) -> None:
         """Lines [off, end) of queue.txt are taken (claimed or skipped); ``counted`` of them are
         data lines."""
@@ -781,9 +808,17 @@ class FileStore:
         """Append journal records and apply them to our own view (caller holds the lock, synced)."""
         if not records:
             return
-        _, self._claims.pos = self._claims.append("".join(records))
+        self._write_journal("".join(records))
         for r in records:
             self._apply(r)
+
+    def _write_journal(self, text: str) -> None:
+        """Append records to claims.txt (caller holds the lock, synced): at the size this hold
+        knows (``_File.known``: looked at when the hold began, moved on by our own records), so
+        a page's D record or a claim costs one write and no fstat."""
+        c, hold = self._claims, self.lock.holds
+        _, c.pos = c.append(text, c.size_in(hold))
+        c.known = (hold, c.pos)
 
     def _guard(self, fn: Callable[..., object], *args: object) -> object:
         try:
@@ -818,7 +853,7 @@ class FileStore:
         for owner, _ in self._inflight.values():
             by_owner[owner] = by_owner.get(owner, 0) + 1
         return Counts(
-            pending=max(0, self._lines - self._consumed),   # never shown negative, whatever an edit did
+            pending=self._pending(),
             in_flight=len(self._inflight),
             crawled=self._base.crawled + self._crawled,
             hops=self._base.hops + self._hops,
@@ -827,6 +862,9 @@ class FileStore:
             rejected=self._refused,
             rechecked=self._rechecked,
         )
+
+    def _pending(self) -> int:
+        return max(0, self._lines - self._consumed)   # never shown negative, whatever an edit did
 
     def refresh(self) -> Counts:
         def go() -> Counts:
@@ -915,22 +953,22 @@ class FileStore:
                 delay = delay_for(host)
                 # Round the reservation up to the millisecond written, so politeness never shrinks.
                 nxt = f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
-                rec = f"C\t{off}\t{end}\t{self.owner}\t{nxt}\t{line.rstrip(chr(10))}\n"
-                self._apply(rec)   # so the host's next URL sees the reservation
-                records.append(rec)
+                qline = line.rstrip("\n")
+                records.append(f"C\t{off}\t{end}\t{self.owner}\t{nxt}\t{qline}\n")
+                self._records += 1   # applied as _apply would read it back: so the host's next URL sees the reservation
+                self._claimed(off, end, self.owner, float(nxt), qline)
                 taken.append(Claim(entry, self.owner))
                 if room and not recheck:
                     room -= 1
                 want = batch_size(want, limit, self.batch, len(taken), delay, c.pending - self._held)
             if records:
-                _, self._claims.pos = self._claims.append("".join(records))
+                self._write_journal("".join(records))
             self._idle = None
             if not taken and wait is not None:
                 self._idle = ((self._queue.pos, self._claims.pos), wait)
-            c = self.counts()
             # Used up: no new URL may be taken, and no recheck is left to take now or later.
             used_up = room == 0 and not taken and wait is None
-            return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, used_up)
+            return ClaimResult(taken, self._pending() - self._held, len(self._inflight), wait, used_up)
 
     def _end_typed_line(self) -> bool:
         """A last queue line without its newline (``printf URL >> queue.txt`` while the crawl
@@ -1055,7 +1093,7 @@ class FileStore:
                 if cap is not None:
                     admitted[h] = admitted.get(h, 0) + 1
                 new.append(e)
-            over = self._fresh_refusals(over)
+            over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
             if over:
                 append_text(self.folder / REJECTED, "".join(over))
                 self._fresh_refusals([])   # ours are in the set now
@@ -1115,7 +1153,10 @@ class FileStore:
             if requeue is not None:
                 _, end = self._queue.append(requeue.line())
                 self._read_queue(size=end)
-            self._journal([f"D\t{kind}\t{claim.url}\n"])
+            url = claim.url
+            self._write_journal(f"D\t{kind}\t{url}\n")
+            self._records += 1
+            self._settled(kind, url)
 
     def reissue(self, owner: int) -> int:
         """Put the claims of a dead owner back in the queue; returns how many."""
@@ -1170,28 +1211,33 @@ class FileStore:
 
         hashes.txt (``HASH<TAB>URL``, append-only) remembers the first page of each text across
         workers and runs; each process keeps 64 bits of each hash and the line's offset."""
-        def go() -> str:
-            with self.lock:
-                st = self._hashes.look()
-                if self._hashes.reopen_if_replaced(st):
-                    self._hashes.pos, self._texts, st = 0, {}, None
-                for off, _end, line in self._hashes.read_new(None if st is None else st.st_size):
+        return self._guard(self._first_with_text, text_hash, url)  # type: ignore[return-value]
+
+    def _first_with_text(self, text_hash: str, url: str) -> str:
+        with self.lock:
+            h = self._hashes
+            st = h.look()
+            if h.reopen_if_replaced(st):
+                h.pos, self._texts, st = 0, {}, None
+            size = None if st is None else st.st_size
+            if size != h.pos:   # (as mostly, nothing appended since our own line: nothing to read)
+                texts = self._texts
+                for off, _end, line in h.read_new(size):
                     key = _hash_key(line.split("\t", 1)[0])
                     if key is not None:
-                        self._texts.setdefault(key, off)
-                key = _hash_key(text_hash)
-                if key is None:
-                    return url
-                if key in self._texts:
-                    first = self._hashes.read_at(self._texts[key], 16384).split(b"\n", 1)[0]
-                    fields = first.decode("utf-8", "replace").split("\t")
-                    if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
-                        return fields[1].strip()
-                    # a line cut by power loss, or another hash sharing these 64 bits: not a copy
-                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n", None if st is None else st.st_size)
-                self._texts[key] = off
+                        texts.setdefault(key, off)
+            key = _hash_key(text_hash)
+            if key is None:
                 return url
-        return self._guard(go)  # type: ignore[return-value]
+            if key in self._texts:
+                first = h.read_at(self._texts[key], 16384).split(b"\n", 1)[0]
+                fields = first.decode("utf-8", "replace").split("\t")
+                if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
+                    return fields[1].strip()
+                # a line cut by power loss, or another hash sharing these 64 bits: not a copy
+            off, h.pos = h.append(f"{text_hash}\t{url}\n", size)
+            self._texts[key] = off
+            return url
 
     def log(self, name: str, text: str) -> None:
         """Append whole lines to an append-only log (``LOGS``: rejected.txt, fetch.log, ...).
@@ -1204,18 +1250,31 @@ class FileStore:
 
     def _log_refusals(self, name: str, text: str) -> None:
         with self.lock:
-            fresh = self._fresh_refusals(text.splitlines(keepends=True))
-            if fresh:
+            f = self._rejects
+            st = f.look()
+            fresh = self._fresh_refusals(text.splitlines(keepends=True), st)
+            if not fresh:
+                return
+            fd, path = self._log_fd(name)
+            if st is not None and f.pos == st.st_size and f.ino == st.st_ino == self._log_inos[name]:
+                # Read to its end (so it ends with a newline) through the file we write to:
+                # ours go right there, and are in the set already (no fstat, no read back).
+                data = "".join(fresh).encode("utf-8")
+                safefs.write_whole(fd, data, path)
+                f.pos = self._log_ends[name] = st.st_size + len(data)
+            else:
                 self._end_log(name)
                 self._log(name, "".join(fresh))
                 self._fresh_refusals([])   # ours are in the set now
 
-    def _fresh_refusals(self, lines: list[str]) -> list[str]:
+    def _fresh_refusals(self, lines: list[str], st: os.stat_result | None | bool = True) -> list[str]:
         """The lines of ``lines`` whose URL (``refusal_key``) rejected.txt does not hold yet, as
         any process of the crawl wrote it (read incrementally, as queue.txt is; caller holds
-        the lock). Cost per line: one fingerprint lookup; the file is read once per process."""
+        the lock). Cost per line: one fingerprint lookup; the file is read once per process.
+        ``st``: what ``_File.look`` just saw of rejected.txt (by default, look now)."""
         f = self._rejects
-        st = f.look()
+        if st is True:
+            st = f.look()
         if f.reopen_if_replaced(st):
             self._refusals, st = SeenSet(), None
         add = self._refusals.add
@@ -1233,7 +1292,7 @@ class FileStore:
 
     def _log_fd(self, name: str) -> tuple[int, Path]:
         if self._log_pid != _PID[0]:   # a forked worker opens its own descriptors
-            self._log_fds, self._log_ends, self._log_pid = {}, {}, _PID[0]
+            self._log_fds, self._log_ends, self._log_inos, self._log_pid = {}, {}, {}, _PID[0]
         out = self._log_fds.get(name)
         if out is None:
             path = self.folder / LOGS[name]
@@ -1241,6 +1300,8 @@ class FileStore:
             fd = safefs.open_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) if name in ENDED else \
                 safefs.open_append(path)
             out = self._log_fds[name] = (fd, path)
+            if name == "rejected":   # is it the file ``_rejects`` reads? (``_log_refusals``)
+                self._log_inos[name] = os.fstat(fd).st_ino
         return out
 
     def _end_log(self, name: str) -> None:
@@ -1375,7 +1436,7 @@ class FileStore:
         if self._log_pid == _PID[0]:
             for fd, _ in self._log_fds.values():
                 os.close(fd)
-        self._log_fds, self._log_ends = {}, {}
+        self._log_fds, self._log_ends, self._log_inos = {}, {}, {}
         lock = self.lock
         if lock._fd is not None and lock._pid == _PID[0] and not lock.depth:
             os.close(lock._fd)
