@@ -334,6 +334,7 @@ class FileStore:
         self._log_inos: dict[str, int] = {}   # the inode our rejected.txt descriptor writes to
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
+        self._cold: dict[str, int] = {}   # URLs found missing lately, and their fingerprints (``known``)
         self._track_seen = track_seen
         self._indexing = True   # False: the dedup table only, for judging pasted lines (drop_index)
         self.seen: SeenSet | SharedSeen = SeenSet(stable=True)   # stable: it is saved in frontier.view
@@ -832,19 +833,34 @@ class FileStore:
 
         A page's menu links are the same on every page: each costs a BLAKE2b fingerprint to look
         up in the table, so the URLs found there lately are kept as strings too (``_hot``, at most
-        HOT_URLS; a URL never leaves a table, and a new table starts a new set)."""
-        seen, hot = self.seen, self._hot
+        HOT_URLS; a URL never leaves a table, and a new table starts a new set). A URL found
+        missing may be added any time, so it is looked up again each time, but with the
+        fingerprint kept from the last time (``_cold``): the links a page has that are never
+        queued (other sites, refused) are the same on every page too."""
+        seen, hot, cold = self.seen, self._hot, self._cold
         if self._hot_of is not seen or len(hot) > HOT_URLS:
             hot.clear()
+            cold.clear()
             self._hot_of = seen
         if not isinstance(urls, (list, tuple)):
             urls = list(urls)
         out = hot.intersection(urls)   # a page's menu links: all of them, mostly (a set operation)
         if len(out) < len(urls):
+            if len(cold) > HOT_URLS:
+                cold.clear()
+            has, fingerprint = seen.has, seen.fingerprint
             for u in urls:
-                if u not in out and u in seen:
+                if u in out:
+                    continue
+                fp = cold.get(u)
+                if fp is None:
+                    fp = fingerprint(u)
+                if has(fp):
                     out.add(u)
                     hot.add(u)
+                    cold.pop(u, None)
+                else:
+                    cold[u] = fp
         return out
 
     def counts(self) -> Counts:
