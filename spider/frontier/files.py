@@ -84,6 +84,7 @@ _PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and t
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))   # a forked worker: its own
 _NO_STATE = HostState()   # a host never heard of (frozen: shared, not built per question)
 ENDED = frozenset({"crawled", "failed", "rejected"})   # logs whose last line a person may leave open
+_OUTCOME_LOG = {"failed": "failed", "rejected": "rejected"}   # the log of a settled claim's record (else crawled)
 CLAIM_BATCH = 4   # URLs a worker's claim takes at --delay 0 while their hosts keep no pace (``batch_size``)
 PASTE_LINES = 500   # pasted lines judged per claim step (paste.py): the first fetch does not wait for them
 PASTE_ROUNDS = 20   # more steps of it in one claim when nothing else can be taken
@@ -267,14 +268,18 @@ class _Hold:
 
     def __enter__(self) -> None:
         store = self.store
-        store._guard(store.lock.__enter__)
-        if store._holding:
-            return
+        lock = store.lock
         try:
-            store._guard(store._sync)
-        except BaseException:
-            store.lock.__exit__()
-            raise
+            lock.__enter__()
+            if store._holding:
+                return
+            try:
+                store._sync()
+            except BaseException:
+                lock.__exit__()
+                raise
+        except OSError as e:
+            raise store._error(e) from None
         store._holding = self.outer = True
 
     def __exit__(self, *exc: object) -> None:
@@ -825,7 +830,10 @@ class FileStore:
         try:
             return fn(*args)
         except OSError as e:
-            raise StoreError(f"{e.filename or self.folder}: {e.strerror or e}") from None
+            raise self._error(e) from None
+
+    def _error(self, e: OSError) -> StoreError:
+        return StoreError(f"{e.filename or self.folder}: {e.strerror or e}")
 
     # -- counts ----------------------------------------------------------------------------------
     def known(self, urls: Iterable[str]) -> set[str]:
@@ -905,16 +913,18 @@ class FileStore:
     def _claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         with self.lock:
             self._sync()
-            c = self.counts()
-            if c.pending == self._held and not c.in_flight and self._end_typed_line():
-                c = self.counts()   # the crawl would end here: take a line typed without its newline
+            pending = self._pending() - self._held   # (what may be claimed, the held lines left out)
+            if not pending and not self._inflight and self._end_typed_line():
+                pending = self._pending() - self._held   # the crawl would end here: take a line typed without its newline
             # New URLs --max-pages still allows (a batch's included: the budget is never overshot)
-            room = claim_limit(max(limit, self.batch), self.max_pages, c)
+            room = max(limit, self.batch)
+            if self.max_pages is not None:
+                room = claim_limit(room, self.max_pages, self.counts())
             want = limit   # raised to a batch by a first URL whose host keeps no pace
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
-                return ClaimResult([], c.pending - self._held, c.in_flight, self._idle[1], False)
+                return ClaimResult([], pending, len(self._inflight), self._idle[1], False)
             self._release_due(now)
             self._read = (0, b"")   # what ``_line_at`` read in this step only
             taken: list[Claim] = []
@@ -924,7 +934,8 @@ class FileStore:
             # A batch's further URLs (``batch_size``): only of hosts that keep no pace, so every
             # one of them may be fetched right after the other.
             unpaced = lambda h: host_next.get(h, 0.0) if delay_for(h) <= 0 else math.inf   # noqa: E731
-            wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
+            wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck),
+                                ready_at) if self._delayed else None
             rounds = PASTE_ROUNDS
             while len(taken) < want:
                 # The selection policy (spider/order.py): the best URL of a host that is ready;
@@ -948,7 +959,7 @@ class FileStore:
                         append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {why}"))
                     self._journal([f"S\t{off}\t{end}\t1\n"])
                     continue
-                if not is_data(line):
+                if line[:4] != "http" and not is_data(line):
                     self._journal([f"S\t{off}\t{end}\t0\n"])
                     continue
                 try:
@@ -976,7 +987,7 @@ class FileStore:
                 taken.append(Claim(entry, self.owner))
                 if room and not recheck:
                     room -= 1
-                want = batch_size(want, limit, self.batch, len(taken), delay, c.pending - self._held)
+                want = batch_size(want, limit, self.batch, len(taken), delay, pending)
             if records:
                 self._write_journal("".join(records))
             self._idle = None
@@ -1163,7 +1174,7 @@ class FileStore:
         with self.lock:
             self._sync()
             if record is not None:   # crawled.txt, failed.txt and rejected.txt stay open too
-                name = {"failed": "failed", "rejected": "rejected"}.get(kind, "crawled")
+                name = _OUTCOME_LOG.get(kind, "crawled")
                 self._end_log(name)
                 self._log(name, record)
             if requeue is not None:
@@ -1262,7 +1273,13 @@ class FileStore:
 
         rejected.txt is the exception: a refused URL is logged once per crawl, whichever worker
         of whichever run refuses it (``_fresh_refusals``), so its lines are written under the lock."""
-        self._guard(self._log_refusals if name == "rejected" else self._log, name, text)
+        if name == "rejected":
+            self._guard(self._log_refusals, name, text)
+            return
+        try:
+            self._log(name, text)
+        except OSError as e:
+            raise self._error(e) from None
 
     def _log_refusals(self, name: str, text: str) -> None:
         with self.lock:
