@@ -537,8 +537,9 @@ class Spider:
         """What a page links to, for recrawl's "no longer linked from anywhere" (inactive) and the
         broken-links view's referrers; also how many links were new and how many already known
         (counted, not logged)."""
+        linked = report.linked   # each URL once, in order (a set tells there is no repeat at half the cost)
         self.store.log("links", f"{url}\t{report.added}\t{report.duplicates}\t"
-                                f"{' '.join(dict.fromkeys(report.linked))}\n")
+                                f"{' '.join(linked if len(set(linked)) == len(linked) else dict.fromkeys(linked))}\n")
 
     # -- recrawl -------------------------------------------------------------------------------------
     def _schedule(self) -> dict[str, recrawl.Page]:
