@@ -1111,14 +1111,14 @@ class FileStore:
             for e in entries:
                 if e.url in self.seen or e.url in batch:
                     continue
-                h = host_key(e.url)
-                if cap is not None and admitted.get(h, 0) >= cap:
-                    if self._over_budget.add(e.url):   # logged once, not on every page linking it
-                        over.append(rejected_line(e.url, "host budget", e.source))
-                    continue
-                mark(e.url)
                 if cap is not None:
+                    h = host_key(e.url)
+                    if admitted.get(h, 0) >= cap:
+                        if self._over_budget.add(e.url):   # logged once, not on every page linking it
+                            over.append(rejected_line(e.url, "host budget", e.source))
+                        continue
                     admitted[h] = admitted.get(h, 0) + 1
+                mark(e.url)
                 new.append(e)
             over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
             if over:
