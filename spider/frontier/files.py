@@ -822,7 +822,11 @@ class FileStore:
         """Append records to claims.txt (caller holds the lock, synced): at the size this hold
         knows (``_File.known``: looked at when the hold began, moved on by our own records), so
         a page's D record or a claim costs one write and no fstat."""
-        c, hold = self._claims, self.lock.holds
+        c, lock = self._claims, self.lock
+        if not lock.depth:   # (without the lock nothing is known: asked)
+            _, c.pos = c.append(text)
+            return
+        hold = lock.holds
         _, c.pos = c.append(text, c.size_in(hold))
         c.known = (hold, c.pos)
 
