@@ -83,11 +83,11 @@ class Spider:
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
-        # A batch keeps the bfs order only when one worker claims: with several, one may take a
-        # batch of the next level while another still crawls the last pages of this one, so a page
-        # is met first a level too deep and --max-depth can refuse what it links to.
+        # A batch keeps the bfs order; with several workers, a batch keeps to one level and waits
+        # for the level before to be done (FileStore._level_batch), so no batch lets pages of
+        # the next level overtake the last pages of this one.
         self._batched = (config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore)
-                         and Order(config.order).batch_keeps_order and config.workers == 1)
+                         and Order(config.order).batch_keeps_order)
         if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
             store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()

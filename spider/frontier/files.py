@@ -975,6 +975,9 @@ class FileStore:
                     append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {e}"))
                     self._journal([f"S\t{off}\t{end}\t1\n"])
                     continue
+                if more and entry.depth != taken[0].entry.depth:   # a batch keeps to one level
+                    index.push(host, self._score(entry.url, entry.depth), off)
+                    break
                 recheck = entry.kind == "recheck"
                 if entry.not_before > now:   # not due yet after all: back to the waiting room
                     heapq.heappush(self._delayed, (entry.not_before, off, host,
@@ -991,7 +994,8 @@ class FileStore:
                 taken.append(Claim(entry, self.owner))
                 if room and not recheck:
                     room -= 1
-                want = batch_size(want, limit, self.batch, len(taken), delay, pending)
+                batch = self._level_batch(host, entry) if len(taken) == 1 else self.batch
+                want = batch_size(want, limit, batch, len(taken), delay, pending)
             if records:
                 self._write_journal("".join(records))
             self._idle = None
@@ -1000,6 +1004,23 @@ class FileStore:
             # Used up: no new URL may be taken, and no recheck is left to take now or later.
             used_up = room == 0 and not taken and wait is None
             return ClaimResult(taken, self._pending() - self._held, len(self._inflight), wait, used_up)
+
+    def _level_batch(self, host: str, entry: QueueEntry) -> int:
+        """The most URLs a batch that starts with ``entry`` may take, so that with several workers
+        a batch never lets pages of the next level overtake this one's (a page met a level too
+        deep, and what it links to refused by --max-depth): no batch while a claim of a shallower
+        level is in flight (another worker still crawls the level before), a batch only of this
+        level (``_claim``), and at most half of what is left of it on this host, so the workers
+        share a level's last pages one by one, as unbatched claims would."""
+        if self.batch <= 1:
+            return 1
+        depth = entry.depth
+        for _, qline in self._inflight.values():
+            fields = qline.split("\t", 2)
+            if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) < depth:
+                return 1
+        left = self._frontier.left(host, self._score(entry.url, depth))
+        return max(1, min(self.batch, (left + 2) // 2))
 
     def _end_typed_line(self) -> bool:
         """A last queue line without its newline (``printf URL >> queue.txt`` while the crawl
