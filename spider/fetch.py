@@ -22,11 +22,13 @@ import email.parser
 import errno
 import http.client
 import logging
+import math
 import os
 import _signal
 import re
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -625,9 +627,18 @@ class _Wire:
         self.pos = 0
         self.timeout: float | None = None
 
+    def recv(self) -> bytes:
+        """One recv of at most 64 KiB. The socket blocks, with its timeouts set in the kernel
+        (``_set_timeout``): one that runs out comes as EAGAIN, raised as the timeout that
+        Python's timeout mode raises (what urllib3 and the callers name a read timeout)."""
+        try:
+            return self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        except BlockingIOError:
+            raise socket.timeout("timed out") from None
+
     def more(self) -> bool:
         """One recv added to what is buffered; False at the end of the stream."""
-        got = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        got = self.recv()
         if not got:
             return False
         self.data = self.data[self.pos:] + got if self.pos < len(self.data) else got
@@ -655,7 +666,7 @@ class _Wire:
         if pos >= len(data):
             if n == 0:
                 return b""
-            data = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+            data = self.recv()
             pos = 0
         if n < 0 or len(data) - pos <= n:
             self.data, self.pos = b"", 0
@@ -1165,6 +1176,27 @@ def _create_connection(host: str, port: int, timeout: float | None) -> socket.so
     raise OSError("getaddrinfo returns an empty list")
 
 
+# SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval: two longs on Linux. Elsewhere the socket
+# keeps Python's timeout mode.
+_TIMEVAL = struct.Struct("@ll") if sys.platform.startswith("linux") else None
+
+
+def _set_timeout(sock: socket.socket, seconds: float | None) -> None:
+    """Bound each send and recv on ``sock`` to ``seconds``, as ``settimeout`` does, but in the
+    kernel: the socket blocks, with SO_RCVTIMEO and SO_SNDTIMEO set. In Python's timeout mode
+    each call polls first (a poll and a deadline computed per recv and per send, ~2 µs a page);
+    here a call that waits too long fails with EAGAIN, which ``_Wire.recv`` and ``_Direct.open``
+    raise as the ``socket.timeout`` Python would have raised."""
+    if _TIMEVAL is None or seconds is None:
+        sock.settimeout(seconds)
+        return
+    usec = max(1, math.ceil(seconds * 1_000_000))   # a zero timeval would wait for ever
+    timeval = _TIMEVAL.pack(*divmod(usec, 1_000_000))
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
 class _Timeouts(NamedTuple):
     """A request's connect and read timeouts, named as urllib3's ``Timeout`` names them."""
     connect_timeout: float
@@ -1205,10 +1237,13 @@ class _Direct:
                     wire = self.wire = _Wire(self._connect(timeout.connect_timeout, target))
                 if wire.timeout != timeout.read_timeout:
                     wire.timeout = timeout.read_timeout
-                    wire.sock.settimeout(wire.timeout)  # type: ignore[union-attr]
+                    _set_timeout(wire.sock, wire.timeout)  # type: ignore[arg-type]
                 wire.data, wire.pos = b"", 0
                 try:
-                    wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
+                    try:
+                        wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
+                    except BlockingIOError:   # SO_SNDTIMEO ran out: Python's timeout mode's error
+                        raise socket.timeout("timed out") from None
                 except BrokenPipeError:   # as urllib3: the response may still be readable
                     if not fresh:
                         raise
