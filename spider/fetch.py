@@ -102,15 +102,26 @@ class _TooSlow(BaseException):   # not an Exception: no handler on the way may s
     pass
 
 
-_armed = False   # a fetch's --max-time timer is running (``_arm``)
+# --max-time's timer: each fetch sets the process's ITIMER_REAL to ring at its deadline, and the
+# handler raises ``_TooSlow`` if the deadline passed. The timer is not turned off after a fetch
+# (one setitimer call a page, not two): the next fetch sets it anew, and a ring between fetches,
+# or one left from the fetch before that comes as the next one starts, interrupts nothing.
+_armed = False     # a fetch is running under its deadline (``_arm``)
+_deadline = 0.0    # that deadline (time.monotonic())
+_set = False       # the timer may be running (``_stop_timer``)
 # The handler of a signal as set: signal.getsignal also looks it up among the Handlers enum,
 # by a failed enum lookup for any function (3 µs, twice a fetch).
 _handler = getattr(_signal, "getsignal", signal.getsignal)
 
 
 def _on_alarm(signum: int, frame: object) -> None:
-    if _armed:   # else the timer ran out just as its fetch ended: nothing left to interrupt
-        raise _TooSlow()
+    if _armed:   # else the timer rang between fetches: nothing to interrupt
+        left = _deadline - time.monotonic()
+        if left <= 0:
+            raise _TooSlow()
+        # the timer of the fetch before, ringing as this one starts (it sets its own right
+        # after), or this one's a hair early: it rings again at the deadline
+        signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6))
 
 
 # Time this process spends stopped (SIGSTOP, Ctrl-Z then fg) is not the server's slowness, but
@@ -159,22 +170,36 @@ def _arm(seconds: float) -> bool:
 
     The handler is installed once per process and left in place: swapping it in and out around
     every request cost two sigaction calls and ~11 µs a page (of 1.6 µs for the timer itself),
-    and a SIGALRM that comes after ``_disarm`` (the timer ran out as its fetch ended) is ignored
-    instead of reaching the handler restored meanwhile (by default, the end of the process)."""
-    global _armed
+    and a SIGALRM that comes between fetches is ignored instead of reaching the handler
+    restored meanwhile (by default, the end of the process). The deadline and ``_armed`` come
+    first: a ring from here on is measured against this fetch's deadline."""
+    global _armed, _deadline, _set
     if threading.current_thread() is not threading.main_thread():
         return False
     if _handler(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
-    _armed = True
+    _deadline = time.monotonic() + seconds
+    _armed = _set = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
     return True
 
 
 def _disarm() -> None:
+    """The fetch is over: a ring from now on finds nothing to interrupt. The timer is left to
+    run (the next fetch sets it anew): turning it off cost a system call a page. Only the main
+    thread arms it, and only it disarms it: a fetch in another thread leaves it be."""
     global _armed
-    _armed = False   # first: an alarm from here on finds nothing to interrupt
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    if threading.current_thread() is threading.main_thread():
+        _armed = False
+
+
+def _stop_timer() -> None:
+    """Turn off the timer left running by the last fetch (``Fetcher.close``): nothing of this
+    module rings once its fetchers are closed."""
+    global _set
+    if _set and not _armed and threading.current_thread() is threading.main_thread():
+        _set = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 @dataclass(frozen=True)
@@ -1525,6 +1550,7 @@ class Fetcher:
 
     def close(self) -> None:
         self._close_direct()
+        _stop_timer()
         if self._session is not None:
             self._session.close()
         if self.warc is not None:
@@ -1540,19 +1566,18 @@ class Fetcher:
         keeps only that many bytes of it instead of failing (RFC 9309 parses the first 500 KiB).
         ``body_types``: the media types whose body is downloaded (HTML; a requisite's: CSS, to find
         its url()s; none when only checking one); ``method`` HEAD checks a requisite.
-        The WARC records are written after the timer is off: it must not cut a record in two.
+        The WARC records are written once the timer is disarmed: it must not cut a record in two.
         """
         ex = Exchange(url) if self.warc is not None else None
         _watch_pauses()
         continued = _continued
-        armed = _arm(self.config.max_time)
         try:
+            _arm(self.config.max_time)   # in the try: a --max-time so short it rings at once
             result = self._fetch(url, any_type, limit, headers, ex, method, body_types)
         except _TooSlow:
             result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
         finally:
-            if armed:
-                _disarm()
+            _disarm()
         if ex is not None and self.warc is not None:
             self.warc.write(ex)
         return _unless_paused(result, continued)
