@@ -801,22 +801,33 @@ def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
     return number, status, reason.strip(), _header_lines(wire) if block is None else block
 
 
-def _header_pairs(block: bytes) -> tuple[list[tuple[str, str]], http.client.HTTPMessage | None]:
-    """The (name, value) pairs of a header block as ``parse_headers`` reads them, and the
-    HTTPMessage when the email parser had to make it (else None: made only if asked for)."""
+def _header_pairs(block: bytes) -> tuple["_Headers", http.client.HTTPMessage | None]:
+    """The headers of a header block as ``parse_headers`` reads them (``_Headers``: the pairs,
+    and the values by lower-case name made in the same walk), and the HTTPMessage when the
+    email parser had to make it (else None: made only if asked for)."""
     text = block.decode("iso-8859-1")
     if _PLAIN_HEADERS.match(text):
         pairs = []
+        joined: dict[str, str] = {}
+        repeated = None
         for line in text.split("\n"):
             if line and line != "\r":
                 name, _, value = line.partition(":")
-                pairs.append((name, value.lstrip(" \t").rstrip("\r")))
-        ctype = _first(pairs, "content-type")
+                value = value.lstrip(" \t").rstrip("\r")
+                pairs.append((name, value))
+                key = name.lower()
+                if key in joined:
+                    joined[key] += ", " + value
+                    repeated = (repeated or set()) | {key}
+                else:
+                    joined[key] = value
+        headers = _Headers(pairs, joined, repeated)
+        ctype = headers.first("content-type")
         main = ctype.partition(";")[0].strip().lower() if ctype is not None else ""
         if main.count("/") != 1 or main.partition("/")[0] not in ("multipart", "message"):
-            return pairs, None
+            return headers, None
     msg = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(text)
-    return msg.items(), msg
+    return _Headers(msg.items()), msg
 
 
 def _first(pairs: list[tuple[str, str]], name: str) -> str | None:
@@ -834,10 +845,14 @@ class _Headers:
 
     __slots__ = ("_joined", "_pairs", "_repeated")
 
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+    def __init__(self, pairs: list[tuple[str, str]], joined: dict[str, str] | None = None,
+                 repeated: set[str] | None = None) -> None:
+        """``joined`` and ``repeated`` when the caller made them from ``pairs`` already."""
         self._pairs = pairs
-        joined: dict[str, str] = {}
-        repeated = None
+        if joined is not None:
+            self._joined, self._repeated = joined, repeated
+            return
+        joined = {}
         for name, value in pairs:
             key = name.lower()
             if key in joined:
@@ -1040,11 +1055,38 @@ class _Reply:
 
     def __init__(self, direct: "_Direct", wire: _Wire, method: str, target: str) -> None:
         version, status, reason, block = _read_head(wire)
-        pairs, msg = _header_pairs(block)
-        headers = _Headers(pairs)
+        headers, msg = _header_pairs(block)
+        head = method == "HEAD"
+        declared = headers._joined.get("content-length")
+        if (declared is not None and headers._repeated is None and declared.isdigit() and declared.isascii()
+                and "transfer-encoding" not in headers._joined):
+            # one plain length and no transfer coding (most answers): what both rules below read
+            chunked = False
+            length = remaining = int(declared)
+            if status in (204, 304) or 100 <= status < 200 or head:
+                length = remaining = 0
+        else:
+            chunked, length = self._framing(headers, status, head)
+            remaining = self._length(headers, status, head)
+        will_close = _check_close(version, headers)
+        if not will_close and not chunked and length is None:
+            will_close = True   # no length: the body ends when the connection does
+        if will_close:
+            direct.wire = None   # the connection goes with this response
+        self._stream = _Stream(wire, will_close, headers._pairs, msg, length, chunked, head)
+        self.status, self.reason, self.version = status, reason, version
+        self.headers = headers
+        self._connection: _Wire | None = wire
+        self._pool = direct.keeper
+        self._read = 0
+        self.method, self.target = method, target
+        self.length_remaining = remaining
+
+    @staticmethod
+    def _framing(headers: _Headers, status: int, head: bool) -> tuple[bool, int | None]:
+        """http.client's framing: chunked or not, and the length it reads (None: to the close)."""
         te = headers.first("transfer-encoding")
         chunked = bool(te and te.lower() == "chunked")
-        will_close = _check_close(version, headers)
         length = None
         declared = headers.first("content-length")
         if declared and not chunked:
@@ -1052,21 +1094,9 @@ class _Reply:
                 length = int(declared)
                 if length < 0:   # nonsensical negative lengths are ignored
                     length = None
-        head = method == "HEAD"
         if status in (204, 304) or 100 <= status < 200 or head:
             length = 0
-        if not will_close and not chunked and length is None:
-            will_close = True   # no length: the body ends when the connection does
-        if will_close:
-            direct.wire = None   # the connection goes with this response
-        self._stream = _Stream(wire, will_close, pairs, msg, length, chunked, head)
-        self.status, self.reason, self.version = status, reason, version
-        self.headers = headers
-        self._connection: _Wire | None = wire
-        self._pool = direct.keeper
-        self._read = 0
-        self.method, self.target = method, target
-        self.length_remaining = self._length(headers, status, head)
+        return chunked, length
 
     @staticmethod
     def _length(headers: _Headers, status: int, head: bool) -> int | None:
@@ -1597,7 +1627,8 @@ class Fetcher:
         try:
             if ex is not None:
                 _capture(r, ex)
-            encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
+            coding = r.headers.get("Content-Encoding")
+            encodings = [e.strip().lower() for e in coding.split(",") if e.strip()] if coding else []
             if any(e not in DECODABLE for e in encodings):
                 reader = _Body(r, [], 0, ex)   # archived as received all the same (--warc)
                 return FetchFailure("unsupported content encoding", False, ",".join(encodings))
