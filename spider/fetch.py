@@ -141,9 +141,9 @@ def _on_continue(signum: int, frame: object) -> None:
 
 
 def _watch_pauses() -> None:
-    """Count this process's SIGCONTs (only the main thread can set a handler; once is enough)."""
-    if (threading.current_thread() is threading.main_thread()
-            and _handler(signal.SIGCONT) is not _on_continue):
+    """Count this process's SIGCONTs (once is enough). In the main thread only, which alone can
+    set a handler: the caller checks (``Fetcher.fetch``, once for the three of a fetch)."""
+    if _handler(signal.SIGCONT) is not _on_continue:
         signal.signal(signal.SIGCONT, _on_continue)
 
 
@@ -163,9 +163,9 @@ def _unless_paused(result: "Response | FetchFailure", continued: int) -> "Respon
     return result
 
 
-def _arm(seconds: float) -> bool:
-    """Raise ``_TooSlow`` in this thread after ``seconds``, until ``_disarm``. False (nothing
-    armed) outside the main thread, where signals cannot be used; the per-chunk check still
+def _arm(seconds: float) -> None:
+    """Raise ``_TooSlow`` in this thread after ``seconds``, until ``_disarm``. In the main thread
+    only (the caller checks): signals cannot be used elsewhere; the per-chunk check still
     applies there.
 
     The handler is installed once per process and left in place: swapping it in and out around
@@ -174,23 +174,20 @@ def _arm(seconds: float) -> bool:
     restored meanwhile (by default, the end of the process). The deadline and ``_armed`` come
     first: a ring from here on is measured against this fetch's deadline."""
     global _armed, _deadline, _set
-    if threading.current_thread() is not threading.main_thread():
-        return False
     if _handler(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
     _deadline = time.monotonic() + seconds
     _armed = _set = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    return True
 
 
 def _disarm() -> None:
     """The fetch is over: a ring from now on finds nothing to interrupt. The timer is left to
     run (the next fetch sets it anew): turning it off cost a system call a page. Only the main
-    thread arms it, and only it disarms it: a fetch in another thread leaves it be."""
+    thread arms it, and only it disarms it (the caller checks): a fetch in another thread
+    leaves it be."""
     global _armed
-    if threading.current_thread() is threading.main_thread():
-        _armed = False
+    _armed = False
 
 
 def _stop_timer() -> None:
@@ -1630,15 +1627,19 @@ class Fetcher:
         The WARC records are written once the timer is disarmed: it must not cut a record in two.
         """
         ex = Exchange(url) if self.warc is not None else None
-        _watch_pauses()
+        main = threading.current_thread() is threading.main_thread()   # signals: there only
+        if main:
+            _watch_pauses()
         continued = _continued
         try:
-            _arm(self.config.max_time)   # in the try: a --max-time so short it rings at once
+            if main:
+                _arm(self.config.max_time)   # in the try: a --max-time so short it rings at once
             result = self._fetch(url, any_type, limit, headers, ex, method, body_types)
         except _TooSlow:
             result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
         finally:
-            _disarm()
+            if main:
+                _disarm()
         if ex is not None and self.warc is not None:
             self.warc.write(ex)
         return _unless_paused(result, continued)

@@ -196,3 +196,29 @@ def test_a_ring_between_fetches_interrupts_nothing(server: RawServer) -> None:
         assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 0.3
     finally:
         f.close()
+
+
+def test_a_fetch_in_another_thread_leaves_the_timer_and_the_main_threads_fetch_be(server: RawServer) -> None:
+    """Only the main thread can take a signal: a fetch elsewhere neither sets the timer nor
+    disarms the one of a fetch the main thread has running."""
+    import threading
+
+    f = _fetcher(max_time=1.0)
+    got: list[object] = []
+    try:
+        before = signal.getitimer(signal.ITIMER_REAL)[0]   # pytest-timeout's, or none
+        thread = threading.Thread(target=lambda: got.append(f.fetch(server.url("/ok"))))
+        thread.start()
+        thread.join()
+        assert isinstance(got[0], Response)
+        assert abs(signal.getitimer(signal.ITIMER_REAL)[0] - before) < 5   # not set to 1 s
+        fetch._arm(1.0)   # as the main thread's fetch does, with one running meanwhile elsewhere
+        other = Fetcher(CrawlConfig(connect_timeout=1.0, read_timeout=0.5, max_time=1.0))
+        thread = threading.Thread(target=lambda: got.append(other.fetch(server.url("/ok"))))
+        thread.start()
+        thread.join()
+        other.close()
+        assert isinstance(got[1], Response) and fetch._armed
+    finally:
+        fetch._disarm()
+        f.close()
