@@ -1259,15 +1259,15 @@ def _create_connection(host: str, port: int, timeout: float | None) -> socket.so
     raise OSError("getaddrinfo returns an empty list")
 
 
-# SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval: two longs on Linux. Elsewhere the socket
-# keeps Python's timeout mode.
-_TIMEVAL = struct.Struct("@ll") if sys.platform.startswith("linux") else None
+# SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval: two longs on 64-bit Linux. Elsewhere (other
+# layouts) the socket keeps Python's timeout mode.
+_TIMEVAL = struct.Struct("@ll") if sys.platform.startswith("linux") and struct.calcsize("@l") == 8 else None
 
 
 def _set_timeout(sock: socket.socket, seconds: float | None) -> None:
     """Bound each send and recv on ``sock`` to ``seconds``, as ``settimeout`` does, but in the
     kernel: the socket blocks, with SO_RCVTIMEO and SO_SNDTIMEO set. In Python's timeout mode
-    each call polls first (a poll and a deadline computed per recv and per send, ~2 µs a page);
+    each call polls first (a poll and a deadline worked out per recv and per send, ~1 µs a page);
     here a call that waits too long fails with EAGAIN, which ``_Wire.recv`` and ``_Direct.open``
     raise as the ``socket.timeout`` Python would have raised."""
     if _TIMEVAL is None or seconds is None:
