@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import _signal
 import re
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -119,15 +121,26 @@ class _TooSlow(BaseException):   # not an Exception: no handler on the way may s
     pass
 
 
-_armed = False   # a fetch's --max-time timer is running (``_arm``)
+# --max-time's timer: each fetch sets the process's ITIMER_REAL to ring at its deadline, and the
+# handler raises ``_TooSlow`` if the deadline passed. The timer is not turned off after a fetch
+# (one setitimer call a page, not two): the next fetch sets it anew, and a ring between fetches,
+# or one left from the fetch before that comes as the next one starts, interrupts nothing.
+_armed = False     # a fetch is running under its deadline (``_arm``)
+_deadline = 0.0    # that deadline (time.monotonic())
+_set = False       # the timer may be running (``_stop_timer``)
 # The handler of a signal as set: signal.getsignal also looks it up among the Handlers enum,
 # by a failed enum lookup for any function (3 µs, twice a fetch).
 _handler = getattr(_signal, "getsignal", signal.getsignal)
 
 
 def _on_alarm(signum: int, frame: object) -> None:
-    if _armed:   # else the timer ran out just as its fetch ended: nothing left to interrupt
-        raise _TooSlow()
+    if _armed:   # else the timer rang between fetches: nothing to interrupt
+        left = _deadline - time.monotonic()
+        if left <= 0:
+            raise _TooSlow()
+        # the timer of the fetch before, ringing as this one starts (it sets its own right
+        # after), or this one's a hair early: it rings again at the deadline
+        signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6))
 
 
 # Time this process spends stopped (SIGSTOP, Ctrl-Z then fg) is not the server's slowness, but
@@ -147,9 +160,9 @@ def _on_continue(signum: int, frame: object) -> None:
 
 
 def _watch_pauses() -> None:
-    """Count this process's SIGCONTs (only the main thread can set a handler; once is enough)."""
-    if (threading.current_thread() is threading.main_thread()
-            and _handler(signal.SIGCONT) is not _on_continue):
+    """Count this process's SIGCONTs (once is enough). In the main thread only, which alone can
+    set a handler: the caller checks (``Fetcher.fetch``, once for the three of a fetch)."""
+    if _handler(signal.SIGCONT) is not _on_continue:
         signal.signal(signal.SIGCONT, _on_continue)
 
 
@@ -169,29 +182,40 @@ def _unless_paused(result: "Response | FetchFailure", continued: int) -> "Respon
     return result
 
 
-def _arm(seconds: float) -> bool:
-    """Raise ``_TooSlow`` in this thread after ``seconds``, until ``_disarm``. False (nothing
-    armed) outside the main thread, where signals cannot be used; the per-chunk check still
+def _arm(seconds: float) -> None:
+    """Raise ``_TooSlow`` in this thread after ``seconds``, until ``_disarm``. In the main thread
+    only (the caller checks): signals cannot be used elsewhere; the per-chunk check still
     applies there.
 
     The handler is installed once per process and left in place: swapping it in and out around
     every request cost two sigaction calls and ~11 µs a page (of 1.6 µs for the timer itself),
-    and a SIGALRM that comes after ``_disarm`` (the timer ran out as its fetch ended) is ignored
-    instead of reaching the handler restored meanwhile (by default, the end of the process)."""
-    global _armed
-    if threading.current_thread() is not threading.main_thread():
-        return False
+    and a SIGALRM that comes between fetches is ignored instead of reaching the handler
+    restored meanwhile (by default, the end of the process). The deadline and ``_armed`` come
+    first: a ring from here on is measured against this fetch's deadline."""
+    global _armed, _deadline, _set
     if _handler(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
-    _armed = True
+    _deadline = time.monotonic() + seconds
+    _armed = _set = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    return True
 
 
 def _disarm() -> None:
+    """The fetch is over: a ring from now on finds nothing to interrupt. The timer is left to
+    run (the next fetch sets it anew): turning it off cost a system call a page. Only the main
+    thread arms it, and only it disarms it (the caller checks): a fetch in another thread
+    leaves it be."""
     global _armed
-    _armed = False   # first: an alarm from here on finds nothing to interrupt
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    _armed = False
+
+
+def _stop_timer() -> None:
+    """Turn off the timer left running by the last fetch (``Fetcher.close``): nothing of this
+    module rings once its fetchers are closed."""
+    global _set
+    if _set and not _armed and threading.current_thread() is threading.main_thread():
+        _set = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 @dataclass(frozen=True)
@@ -240,6 +264,21 @@ def parse_content_type(value: str | None) -> tuple[str, str | None]:
         if k.strip().lower() == "charset":
             charset = v.strip().strip("\"'") or None
     return media, charset
+
+
+_MEDIA_TYPES: dict[str | None, tuple[str, str | None]] = {}
+
+
+def _media_type(value: str | None) -> tuple[str, str | None]:
+    """``parse_content_type``, of a value read before: most pages of a site have the same."""
+    known = _MEDIA_TYPES.get(value)
+    if known is None:
+        known = parse_content_type(value)
+        if value is None or len(value) <= 128:   # a hostile server's long ones are not kept
+            if len(_MEDIA_TYPES) >= 64:
+                _MEDIA_TYPES.clear()
+            _MEDIA_TYPES[value] = known
+    return known
 
 
 def _sniff_html(head: bytes) -> bool:
@@ -592,9 +631,18 @@ class _Wire:
         self.pos = 0
         self.timeout: float | None = None
 
+    def recv(self) -> bytes:
+        """One recv of at most 64 KiB. The socket blocks, with its timeouts set in the kernel
+        (``_set_timeout``): one that runs out comes as EAGAIN, raised as the timeout that
+        Python's timeout mode raises (what urllib3 and the callers name a read timeout)."""
+        try:
+            return self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        except BlockingIOError:
+            raise socket.timeout("timed out") from None
+
     def more(self) -> bool:
         """One recv added to what is buffered; False at the end of the stream."""
-        got = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        got = self.recv()
         if not got:
             return False
         self.data = self.data[self.pos:] + got if self.pos < len(self.data) else got
@@ -622,7 +670,7 @@ class _Wire:
         if pos >= len(data):
             if n == 0:
                 return b""
-            data = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+            data = self.recv()
             pos = 0
         if n < 0 or len(data) - pos <= n:
             self.data, self.pos = b"", 0
@@ -648,8 +696,24 @@ class _Wire:
             sock.close()
 
 
+_STATUS_LINES: dict[bytes, tuple[str, int, str]] = {}   # a few lines come back again and again
+
+
 def _status_line(line: bytes) -> tuple[str, int, str]:
-    """http.client's ``_read_status`` of one status line as read (its line end included)."""
+    """http.client's ``_read_status`` of one status line as read (its line end included); a
+    line read before is not read again (``HTTP/1.1 200 OK``: 0.5 µs)."""
+    known = _STATUS_LINES.get(line)
+    if known is not None:
+        return known
+    known = _read_status_line(line)
+    if len(line) <= 64:   # a hostile server's long ones are not kept
+        if len(_STATUS_LINES) >= 64:
+            _STATUS_LINES.clear()
+        _STATUS_LINES[line] = known
+    return known
+
+
+def _read_status_line(line: bytes) -> tuple[str, int, str]:
     text = str(line, "iso-8859-1")
     if len(text) > _MAXLINE:
         raise http.client.LineTooLong("status line")
@@ -732,22 +796,33 @@ def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
     return number, status, reason.strip(), _header_lines(wire) if block is None else block
 
 
-def _header_pairs(block: bytes) -> tuple[list[tuple[str, str]], http.client.HTTPMessage | None]:
-    """The (name, value) pairs of a header block as ``parse_headers`` reads them, and the
-    HTTPMessage when the email parser had to make it (else None: made only if asked for)."""
+def _header_pairs(block: bytes) -> tuple["_Headers", http.client.HTTPMessage | None]:
+    """The headers of a header block as ``parse_headers`` reads them (``_Headers``: the pairs,
+    and the values by lower-case name made in the same walk), and the HTTPMessage when the
+    email parser had to make it (else None: made only if asked for)."""
     text = block.decode("iso-8859-1")
     if _PLAIN_HEADERS.match(text):
         pairs = []
+        joined: dict[str, str] = {}
+        repeated = None
         for line in text.split("\n"):
             if line and line != "\r":
                 name, _, value = line.partition(":")
-                pairs.append((name, value.lstrip(" \t").rstrip("\r")))
-        ctype = _first(pairs, "content-type")
+                value = value.lstrip(" \t").rstrip("\r")
+                pairs.append((name, value))
+                key = name.lower()
+                if key in joined:
+                    joined[key] += ", " + value
+                    repeated = (repeated or set()) | {key}
+                else:
+                    joined[key] = value
+        headers = _Headers(pairs, joined, repeated)
+        ctype = headers.first("content-type")
         main = ctype.partition(";")[0].strip().lower() if ctype is not None else ""
         if main.count("/") != 1 or main.partition("/")[0] not in ("multipart", "message"):
-            return pairs, None
+            return headers, None
     msg = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(text)
-    return msg.items(), msg
+    return _Headers(msg.items()), msg
 
 
 def _first(pairs: list[tuple[str, str]], name: str) -> str | None:
@@ -765,10 +840,14 @@ class _Headers:
 
     __slots__ = ("_joined", "_pairs", "_repeated")
 
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+    def __init__(self, pairs: list[tuple[str, str]], joined: dict[str, str] | None = None,
+                 repeated: set[str] | None = None) -> None:
+        """``joined`` and ``repeated`` when the caller made them from ``pairs`` already."""
         self._pairs = pairs
-        joined: dict[str, str] = {}
-        repeated = None
+        if joined is not None:
+            self._joined, self._repeated = joined, repeated
+            return
+        joined = {}
         for name, value in pairs:
             key = name.lower()
             if key in joined:
@@ -971,11 +1050,38 @@ class _Reply:
 
     def __init__(self, direct: "_Direct", wire: _Wire, method: str, target: str) -> None:
         version, status, reason, block = _read_head(wire)
-        pairs, msg = _header_pairs(block)
-        headers = _Headers(pairs)
+        headers, msg = _header_pairs(block)
+        head = method == "HEAD"
+        declared = headers._joined.get("content-length")
+        if (declared is not None and headers._repeated is None and declared.isdigit() and declared.isascii()
+                and "transfer-encoding" not in headers._joined):
+            # one plain length and no transfer coding (most answers): what both rules below read
+            chunked = False
+            length = remaining = int(declared)
+            if status in (204, 304) or 100 <= status < 200 or head:
+                length = remaining = 0
+        else:
+            chunked, length = self._framing(headers, status, head)
+            remaining = self._length(headers, status, head)
+        will_close = _check_close(version, headers)
+        if not will_close and not chunked and length is None:
+            will_close = True   # no length: the body ends when the connection does
+        if will_close:
+            direct.wire = None   # the connection goes with this response
+        self._stream = _Stream(wire, will_close, headers._pairs, msg, length, chunked, head)
+        self.status, self.reason, self.version = status, reason, version
+        self.headers = headers
+        self._connection: _Wire | None = wire
+        self._pool = direct.keeper
+        self._read = 0
+        self.method, self.target = method, target
+        self.length_remaining = remaining
+
+    @staticmethod
+    def _framing(headers: _Headers, status: int, head: bool) -> tuple[bool, int | None]:
+        """http.client's framing: chunked or not, and the length it reads (None: to the close)."""
         te = headers.first("transfer-encoding")
         chunked = bool(te and te.lower() == "chunked")
-        will_close = _check_close(version, headers)
         length = None
         declared = headers.first("content-length")
         if declared and not chunked:
@@ -983,21 +1089,9 @@ class _Reply:
                 length = int(declared)
                 if length < 0:   # nonsensical negative lengths are ignored
                     length = None
-        head = method == "HEAD"
         if status in (204, 304) or 100 <= status < 200 or head:
             length = 0
-        if not will_close and not chunked and length is None:
-            will_close = True   # no length: the body ends when the connection does
-        if will_close:
-            direct.wire = None   # the connection goes with this response
-        self._stream = _Stream(wire, will_close, pairs, msg, length, chunked, head)
-        self.status, self.reason, self.version = status, reason, version
-        self.headers = headers
-        self._connection: _Wire | None = wire
-        self._pool = direct.keeper
-        self._read = 0
-        self.method, self.target = method, target
-        self.length_remaining = self._length(headers, status, head)
+        return chunked, length
 
     @staticmethod
     def _length(headers: _Headers, status: int, head: bool) -> int | None:
@@ -1132,6 +1226,27 @@ def _create_connection(host: str, port: int, timeout: float | None) -> socket.so
     raise OSError("getaddrinfo returns an empty list")
 
 
+# SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval: two longs on 64-bit Linux. Elsewhere (other
+# layouts) the socket keeps Python's timeout mode.
+_TIMEVAL = struct.Struct("@ll") if sys.platform.startswith("linux") and struct.calcsize("@l") == 8 else None
+
+
+def _set_timeout(sock: socket.socket, seconds: float | None) -> None:
+    """Bound each send and recv on ``sock`` to ``seconds``, as ``settimeout`` does, but in the
+    kernel: the socket blocks, with SO_RCVTIMEO and SO_SNDTIMEO set. In Python's timeout mode
+    each call polls first (a poll and a deadline worked out per recv and per send, ~1 µs a page);
+    here a call that waits too long fails with EAGAIN, which ``_Wire.recv`` and ``_Direct.open``
+    raise as the ``socket.timeout`` Python would have raised."""
+    if _TIMEVAL is None or seconds is None:
+        sock.settimeout(seconds)
+        return
+    usec = max(1, math.ceil(seconds * 1_000_000))   # a zero timeval would wait for ever
+    timeval = _TIMEVAL.pack(*divmod(usec, 1_000_000))
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
 class _Timeouts(NamedTuple):
     """A request's connect and read timeouts, named as urllib3's ``Timeout`` names them."""
     connect_timeout: float
@@ -1199,10 +1314,13 @@ class _Direct:
                     wire = self.wire = _Wire(self._connect(timeout.connect_timeout, target))
                 if wire.timeout != timeout.read_timeout:
                     wire.timeout = timeout.read_timeout
-                    wire.sock.settimeout(wire.timeout)  # type: ignore[union-attr]
+                    _set_timeout(wire.sock, wire.timeout)  # type: ignore[arg-type]
                 wire.data, wire.pos = b"", 0
                 try:
-                    wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
+                    try:
+                        wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
+                    except BlockingIOError:   # SO_SNDTIMEO ran out: Python's timeout mode's error
+                        raise socket.timeout("timed out") from None
                 except BrokenPipeError:   # as urllib3: the response may still be readable
                     if not fresh:
                         raise
@@ -1487,6 +1605,7 @@ class Fetcher:
 
     def close(self) -> None:
         self._close_direct()
+        _stop_timer()
         if self._session is not None:
             self._session.close()
         if self.warc is not None:
@@ -1502,18 +1621,21 @@ class Fetcher:
         keeps only that many bytes of it instead of failing (RFC 9309 parses the first 500 KiB).
         ``body_types``: the media types whose body is downloaded (HTML; a requisite's: CSS, to find
         its url()s; none when only checking one); ``method`` HEAD checks a requisite.
-        The WARC records are written after the timer is off: it must not cut a record in two.
+        The WARC records are written once the timer is disarmed: it must not cut a record in two.
         """
         ex = Exchange(url) if self.warc is not None else None
-        _watch_pauses()
+        main = threading.current_thread() is threading.main_thread()   # signals: there only
+        if main:
+            _watch_pauses()
         continued = _continued
-        armed = _arm(self.config.max_time)
         try:
+            if main:
+                _arm(self.config.max_time)   # in the try: a --max-time so short it rings at once
             result = self._fetch(url, any_type, limit, headers, ex, method, body_types)
         except _TooSlow:
             result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
         finally:
-            if armed:
+            if main:
                 _disarm()
         if ex is not None and self.warc is not None:
             self.warc.write(ex)
@@ -1534,11 +1656,12 @@ class Fetcher:
         try:
             if ex is not None:
                 _capture(r, ex)
-            encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
+            coding = r.headers.get("Content-Encoding")
+            encodings = [e.strip().lower() for e in coding.split(",") if e.strip()] if coding else []
             if any(e not in DECODABLE for e in encodings):
                 reader = _Body(r, [], 0, ex)   # archived as received all the same (--warc)
                 return FetchFailure("unsupported content encoding", False, ",".join(encodings))
-            media, charset = parse_content_type(r.headers.get("Content-Type"))
+            media, charset = _media_type(r.headers.get("Content-Type"))
             declared = _int(r.headers.get("Content-Length"))
             location = _utf8_header(r.headers.get("Location"))
             retry_after = r.headers.get("Retry-After")
