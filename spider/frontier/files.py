@@ -1308,11 +1308,18 @@ class FileStore:
                 if crc is not None and crc[0] == st.st_size:   # (what the signature will read)
                     pastes.remember_crc(st, crc[1])
                 saved = self._place_carried(view)
-                if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
-                    self._crawled = self._hops = self._failed = 0   # now in the base counts
-                elif not self._track_seen and not partial:
-                    self._watch_folded()
-                self._sync()
+                # The old queue.txt's blocks are freed at its last close (~10 ms at 50 MB): in a
+                # thread, while the stop goes on, not on its path.
+                old = None if self._queue.fd is None else os.dup(self._queue.fd)
+                try:
+                    if saved is not None and self._track_seen and self._adopt(saved):   # instead of reading it
+                        self._crawled = self._hops = self._failed = 0   # now in the base counts
+                    elif not self._track_seen and not partial:
+                        self._watch_folded()
+                    self._sync()
+                finally:
+                    if old is not None:
+                        _Aside(os.close, old)
                 return True
         return bool(self._guard(go))
 
