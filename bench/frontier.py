@@ -3,6 +3,7 @@
 
     bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
     python bench/frontier.py --extras 1000,1000000 --no-appended --against DIR --repeat 3   # A/B, interleaved
+    python bench/frontier.py --stop 1000,1000000 --repeat 6 [--against DIR]   # the clean stop alone, no site
     python bench/frontier.py --intake 1000000 [--repeat 3] [--against DIR] [--mixed]   # a paste's intake alone
     python bench/frontier.py --memory 1000,1000000 --workers-list 1,2,4 [--compare-dir OLD] [--m 300]
 
@@ -675,6 +676,97 @@ def memory_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- the stop alone
+
+STOP_PAGES = 3000   # pages the worker of a --stop round crawls before the stop
+
+
+def stop_build(folder: Path, n: int) -> None:
+    """A project as a clean stop leaves it with ``n`` pending lines (view and signature saved)."""
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import write_signature
+    from spider.records import QueueEntry
+    fresh_dir(folder)
+    store = FileStore(folder).open()
+    store.add([QueueEntry("http://127.0.0.1:9/index.html", 0)])
+    with open(folder / "queue.txt", "a", encoding="utf-8") as f:
+        for start in range(0, n, 50_000):
+            f.write("".join(f"http://127.0.0.1:9/p/{k % 10_000}.html?v={k}\t0\t0\t0\t-\n"
+                            for k in range(start, min(n, start + 50_000))))
+    store = FileStore(folder).open()
+    assert store.save_view() and store.fold()
+    write_signature(folder, "bench")
+
+
+def stop_round(folder: Path) -> Dict[str, float]:
+    """One round, in this process: the copy opened as the crawl's parent opens it (shared table,
+    view loaded), a forked worker crawls STOP_PAGES pages (3 new links each), then the parent's
+    fold and the stop's signature, timed (wall, and CPU of all threads by getrusage)."""
+    import os
+    import resource
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import is_clean, write_signature
+    from spider.records import QueueEntry, crawled_line
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    assert is_clean(folder, "bench")
+    t0, c0 = time.perf_counter(), cpu()
+    parent = FileStore(folder, shared=True).open()
+    t1, c1 = time.perf_counter(), cpu()
+    assert parent.from_view
+    pid = os.fork()
+    if pid == 0:
+        try:
+            parent.after_fork(os.getpid())
+            done = 0
+            while done < STOP_PAGES:
+                for c in parent.claim(4, time.time(), lambda h: 0.0).claims:
+                    with parent.hold():
+                        parent.add([QueueEntry(f"{c.url}&new={j}", 1) for j in range(3)])
+                        parent.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 20_000, 0, time.time()))
+                    done += 1
+        finally:
+            os._exit(0)
+    parent.drop_seen()
+    os.waitpid(pid, 0)
+    t2, c2 = time.perf_counter(), cpu()
+    assert parent.fold()
+    write_signature(folder, "bench")
+    t3, c3 = time.perf_counter(), cpu()
+    return {"open s": t1 - t0, "open CPU s": c1 - c0, "stop s": t3 - t2, "stop CPU s": c3 - c2}
+
+
+def stop_mode(sizes: Sequence[int], rounds: int, against: Optional[Path]) -> int:
+    """``--stop N,...``: the clean stop (fold + signature) and the start (open) alone, no site and
+    no fetch, so the machine's load on a crawl's pages does not drown them; each round in fresh
+    processes, interleaved with the crawler in ``against`` if given."""
+    trees = {"this": measure.SPIDER_DIR}
+    if against is not None:
+        measure.precompile(against / "spider")
+        trees["against"] = against
+    for n in sizes:
+        base = RUN_DIR / f"stop-{n}"
+        template = base / "template"
+        subprocess.run([sys.executable, __file__, "--stop-build", str(n), "--spider-dir", str(trees["this"]),
+                        "--stop-round", str(template / PROJECT)], check=True)
+        got: Dict[str, List[Dict[str, float]]] = {name: [] for name in trees}
+        for r in range(rounds):
+            for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                copy_clean_stop(template, base / "projects")
+                done = subprocess.run([sys.executable, __file__, "--stop-round", str(base / "projects" / PROJECT),
+                                       "--spider-dir", str(trees[name])], check=True, capture_output=True, text=True)
+                got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(f"  N={n:,} round {r + 1} {name}: " + ", ".join(f"{k} {v * 1000:.1f} ms"
+                                                                    for k, v in got[name][-1].items()), flush=True)
+        for name, tree in trees.items():
+            print(f"N={n:,} {name} ({tree}), medians of {rounds}: " + ", ".join(
+                f"{k} {median([g[k] for g in got[name]]) * 1000:.1f} ms" for k in got[name][0]))
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -710,6 +802,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                     help="with --intake: paste lines of every kind (scope, traps, known, bad lines) and say "
                          "whether every crawler left the same files, table and first claims")
     ap.add_argument("--intake-round", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--stop", default="", metavar="N,...",
+                    help="only time the clean stop (fold + signature) and the start's open with N pending URLs, "
+                         "no site (with --against: interleaved with that crawler)")
+    ap.add_argument("--stop-build", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--stop-round", type=Path, default=None, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -720,6 +817,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.path.insert(0, str(measure.SPIDER_DIR))
         print(json.dumps(intake_once(RUN_DIR / "intake", args.intake_round, args.startup_check, args.mixed)))
         return 0
+    if args.stop_build or args.stop_round:   # (one step of --stop, in a process of its own)
+        sys.path.insert(0, str(measure.SPIDER_DIR))
+        if args.stop_build:   # (--stop-round names the folder then)
+            stop_build(args.stop_round, args.stop_build)
+        else:
+            print(json.dumps(stop_round(args.stop_round)))
+        return 0
+    if args.stop:
+        return stop_mode(sorted(int(x.replace("_", "")) for x in args.stop.split(",") if x.strip()), args.repeat,
+                         args.against and args.against.resolve())
     if args.intake:
         return intake(args.intake, args.repeat, args.against and args.against.resolve(), args.startup_check,
                       args.mixed)
