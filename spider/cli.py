@@ -437,7 +437,7 @@ def _crawl_on_store(name: str, start_urls: tuple[str, ...], projects_dir: Path, 
         raise click.ClickException(str(e)) from None
     except OSError as e:
         raise click.ClickException(f"{e.filename or folder}: {e.strerror or e}") from None
-    sys.exit(code)
+    raise CrawlExit(code)   # the same fast end as a crawl on the files (its children reaped)
 
 
 def _wait_for_crawl(store: Any, name: str, url: str, seconds: float) -> dict[str, Any] | None:

@@ -7,13 +7,13 @@ them back, and options given on the command line override them and are saved.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from . import __version__
+from .hashes import sha1
 from .order import ORDERS, Order
 from .patterns import compile_pattern
 from .safefs import atomic_write
@@ -69,7 +69,7 @@ class CrawlConfig:
         """A fingerprint of what decides admission: if it changes, the queue is checked again."""
         text = repr((self.seeds, self.max_depth, self.scope, self.allow, self.deny, self.max_pages_per_host,
                      self.traps, self.no_traps, self.any_port))
-        return hashlib.sha1(text.encode()).hexdigest()[:16]
+        return sha1(text.encode()).hexdigest()[:16]
 
 
 RUN_ONLY = ("discover",)   # options of one run, never saved

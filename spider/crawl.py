@@ -23,14 +23,16 @@ import ctypes
 import errno
 import fcntl
 import gc
-import multiprocessing
-import multiprocessing.connection
+import itertools
+import math
 import os
 import re
 import select
 import signal
 import sys
+import threading
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +115,8 @@ class ProjectLock:
 
 @dataclass
 class Summary:
+    """A run's outcome, as its last line says it (``line``)."""
+
     crawled: int
     hops: int
     failed: int
@@ -161,12 +165,11 @@ class Crawl:
         self.tty = self.out.isatty()
         self.status_every = status_every if status_every is not None else (0.5 if self.tty else 10.0)
         self.interrupts = 0
-        self.ctx = multiprocessing.get_context("fork")
         self.stop = _StopSignal()
         self.alarm: str | None = None     # the trap alarm, while it fires
         self.warned: set[str] = set()     # patterns already warned about
         self.told: set[tuple[str, str]] = set()   # (host, reason) of held hosts already said
-        self.children: list[multiprocessing.process.BaseProcess] = []   # killed before the lock is let go
+        self.children: list[Any] = []   # _Child and multiprocessing's Process: killed before the lock is let go
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self, seed_only: bool = False) -> int:
@@ -394,8 +397,11 @@ class Crawl:
         """Run ``recover`` in a forked child: its working memory (a pass over a possibly huge
         queue.txt) is returned to the system when the child exits, instead of staying in the
         parent's heap that every worker then inherits."""
-        parent_end, child_end = self.ctx.Pipe(duplex=False)
-        p = self.ctx.Process(target=_recover_child, args=(child_end, self.folder, admit,
+        import multiprocessing   # (here: a new project, the bench's, has nothing to recover)
+
+        ctx = multiprocessing.get_context("fork")
+        parent_end, child_end = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_recover_child, args=(child_end, self.folder, admit,
                                                           self.config.max_pages_per_host, os.getpid()))
         self.children.append(p)
         start_child(p)
@@ -442,9 +448,8 @@ class Crawl:
                 self._say(line)
 
     # -- workers -------------------------------------------------------------------------------------
-    def _start_worker(self, store: FileStore) -> multiprocessing.process.BaseProcess:
-        p = self.ctx.Process(target=self._worker_target(), args=(self.config, store, self.stop, os.getpid()),
-                             daemon=False)
+    def _start_worker(self, store: FileStore) -> _Child:
+        p = _Child(self._worker_target(), (self.config, store, self.stop, os.getpid()))
         self.children = [c for c in self.children if c.pid is None or c.exitcode is None]   # reaped ones go
         self.children.append(p)
         start_child(p)
@@ -453,7 +458,7 @@ class Crawl:
     def _supervise(self, store: FileStore) -> int:
         old_int = signal.signal(signal.SIGINT, self._on_signal)
         old_term = signal.signal(signal.SIGTERM, self._on_signal)
-        procs: list[multiprocessing.process.BaseProcess] = []
+        procs: list[_Child] = []
         # The workers' modules (requests, selectolax, lxml, ada) imported once, before the fork, instead of
         # in every worker after it: ~0.1 CPU s a worker (and a replacement) saved, pages shared.
         was = gc.isenabled()
@@ -550,7 +555,7 @@ class Crawl:
             store.drop_seen()
             self._judging = False
         if workers:
-            multiprocessing.connection.wait(list(workers), 0.1)
+            _wait_any(workers, 0.1)
         else:
             time.sleep(0.1)
 
@@ -734,7 +739,129 @@ def keep_freed_heap(libc: Any) -> bool:
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def start_child(p: multiprocessing.process.BaseProcess) -> None:
+_children_made = itertools.count(1)
+
+
+class _Child:
+    """A forked child that runs ``target(*args)``, as multiprocessing's ``Process`` with the fork
+    start method ran it (stdin from /dev/null, the exit code of a ``SystemExit``, 1 and the
+    traceback after "Process ForkProcess-N:" for an exception; ``pid``, ``sentinel``,
+    ``exitcode``, ``is_alive``, ``join``, ``kill`` as there), without importing multiprocessing
+    (~3.5 ms of every start: its context and util, pickle, subprocess). ``sentinel``: a
+    descriptor that is ready to read once the child has ended."""
+
+    def __init__(self, target: Callable[..., object], args: tuple[Any, ...]) -> None:
+        self.target, self.args = target, args
+        self.name = f"ForkProcess-{next(_children_made)}"
+        self.pid: int | None = None
+        self.sentinel: int | None = None
+        self._code: int | None = None
+
+    def start(self) -> None:
+        ends, end = os.pipe()   # the child holds ``end`` until it ends: EOF then at ``ends``
+        code = 1
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(ends)
+                code = self._run()
+            finally:
+                os._exit(code)
+        os.close(end)
+        self.pid, self.sentinel = pid, ends
+
+    def _run(self) -> int:
+        """In the child: what multiprocessing's ``Process._bootstrap`` does around the target."""
+        try:
+            _stdin_from_devnull()
+            if getattr(threading, "_HAVE_THREAD_NATIVE_ID", False):
+                threading.main_thread()._set_native_id()  # type: ignore[attr-defined]
+            self.target(*self.args)
+            code = 0
+        except SystemExit as e:
+            if e.code is None:
+                code = 0
+            elif isinstance(e.code, int):
+                code = e.code
+            else:
+                sys.stderr.write(str(e.code) + "\n")
+                code = 1
+        except BaseException:
+            code = 1
+            sys.stderr.write(f"Process {self.name}:\n")
+            traceback.print_exc()
+        finally:
+            threading._shutdown()  # type: ignore[attr-defined]
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (AttributeError, ValueError):
+                    pass
+        return code
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while the child runs (it is reaped here once ended), minus the signal that
+        killed it."""
+        return self._poll(os.WNOHANG)
+
+    def _poll(self, flag: int) -> int | None:
+        if self._code is None and self.pid is not None:
+            try:
+                pid, status = os.waitpid(self.pid, flag)
+            except OSError:
+                return None
+            if pid == self.pid:
+                self._code = os.waitstatus_to_exitcode(status)
+                os.close(self.sentinel)  # type: ignore[arg-type]
+        return self._code
+
+    def is_alive(self) -> bool:
+        return self.pid is not None and self.exitcode is None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._code is None and self.pid is not None:
+            if timeout is not None and not _wait_any([self.sentinel], timeout):  # type: ignore[list-item]
+                return
+            self._poll(os.WNOHANG if timeout == 0 else 0)
+
+    def kill(self) -> None:
+        if self._code is None and self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _stdin_from_devnull() -> None:
+    """multiprocessing's ``util._close_stdin``: a child reads nothing of the terminal's input."""
+    if sys.stdin is None:
+        return
+    try:
+        sys.stdin.close()
+    except (OSError, ValueError):
+        pass
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        try:
+            sys.stdin = open(fd, encoding="utf-8", closefd=False)
+        except BaseException:
+            os.close(fd)
+            raise
+    except (OSError, ValueError):
+        pass
+
+
+def _wait_any(sentinels: Sequence[int], timeout: float) -> list[int]:
+    """The sentinels ready to read (children that ended), waiting up to ``timeout`` seconds for
+    one (``multiprocessing.connection.wait``)."""
+    poll = select.poll()
+    for fd in sentinels:
+        poll.register(fd, select.POLLIN)
+    return [fd for fd, _ in poll.poll(max(0, math.ceil(timeout * 1000)))]
+
+
+def start_child(p: Any) -> None:
     """Fork a child with Ctrl-C and SIGTERM held back until it has set its own handling
     (``child_signals``): a Ctrl-C at the instant of the fork would otherwise run, in the new
     process, the parent's handler or Python's default one (a KeyboardInterrupt traceback)."""

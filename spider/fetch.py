@@ -18,15 +18,15 @@ can go to a WARC file (``spider/warc.py``) while the crawler sees the decoded bo
 from __future__ import annotations
 
 import contextlib
-import email.parser
 import errno
-import http.client
 import logging
+import math
 import os
 import _signal
 import re
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -86,11 +86,32 @@ def _urllib3_errors():  # type: ignore[no-untyped-def]
     return _module("urllib3.exceptions")
 
 
-_LAZY = frozenset({"_Connection", "_TLSConnection", "_Pool", "_TLSPool", "_Adapter"})
+class _OnFirstUse:
+    """A package as this module's code names it (``http.client.X``, ``email.parser.Parser``),
+    its submodule imported when first named (``_module``): the direct path reads and writes
+    HTTP itself, and http.client (with ssl and the email parser, ~7 ms of every start) is
+    needed only for an unusual head, an error, a cookie or requests' path."""
+
+    __slots__ = ("_package",)
+
+    def __init__(self, package: str) -> None:
+        self._package = package
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name.startswith("_"):   # (asked by inspect, doctest, copy...: not a submodule)
+            raise AttributeError(name)
+        return _module(f"{self._package}.{name}")
+
+
+http = _OnFirstUse("http")
+email = _OnFirstUse("email")
+
+
+_LAZY = frozenset({"_Connection", "_TLSConnection", "_Pool", "_TLSPool", "_Adapter", "_FinalResponse"})
 
 
 def __getattr__(name: str) -> object:
-    """The subclasses of requests' and urllib3's classes, from ``spider.fetch_requests``."""
+    """The subclasses of requests', urllib3's and http.client's classes, from ``spider.fetch_requests``."""
     if name in _LAZY:
         return getattr(_parts(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -100,15 +121,26 @@ class _TooSlow(BaseException):   # not an Exception: no handler on the way may s
     pass
 
 
-_armed = False   # a fetch's --max-time timer is running (``_arm``)
+# --max-time's timer: each fetch sets the process's ITIMER_REAL to ring at its deadline, and the
+# handler raises ``_TooSlow`` if the deadline passed. The timer is not turned off after a fetch
+# (one setitimer call a page, not two): the next fetch sets it anew, and a ring between fetches,
+# or one left from the fetch before that comes as the next one starts, interrupts nothing.
+_armed = False     # a fetch is running under its deadline (``_arm``)
+_deadline = 0.0    # that deadline (time.monotonic())
+_set = False       # the timer may be running (``_stop_timer``)
 # The handler of a signal as set: signal.getsignal also looks it up among the Handlers enum,
 # by a failed enum lookup for any function (3 µs, twice a fetch).
 _handler = getattr(_signal, "getsignal", signal.getsignal)
 
 
 def _on_alarm(signum: int, frame: object) -> None:
-    if _armed:   # else the timer ran out just as its fetch ended: nothing left to interrupt
-        raise _TooSlow()
+    if _armed:   # else the timer rang between fetches: nothing to interrupt
+        left = _deadline - time.monotonic()
+        if left <= 0:
+            raise _TooSlow()
+        # the timer of the fetch before, ringing as this one starts (it sets its own right
+        # after), or this one's a hair early: it rings again at the deadline
+        signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6))
 
 
 # Time this process spends stopped (SIGSTOP, Ctrl-Z then fg) is not the server's slowness, but
@@ -128,9 +160,9 @@ def _on_continue(signum: int, frame: object) -> None:
 
 
 def _watch_pauses() -> None:
-    """Count this process's SIGCONTs (only the main thread can set a handler; once is enough)."""
-    if (threading.current_thread() is threading.main_thread()
-            and _handler(signal.SIGCONT) is not _on_continue):
+    """Count this process's SIGCONTs (once is enough). In the main thread only, which alone can
+    set a handler: the caller checks (``Fetcher.fetch``, once for the three of a fetch)."""
+    if _handler(signal.SIGCONT) is not _on_continue:
         signal.signal(signal.SIGCONT, _on_continue)
 
 
@@ -150,33 +182,46 @@ def _unless_paused(result: "Response | FetchFailure", continued: int) -> "Respon
     return result
 
 
-def _arm(seconds: float) -> bool:
-    """Raise ``_TooSlow`` in this thread after ``seconds``, until ``_disarm``. False (nothing
-    armed) outside the main thread, where signals cannot be used; the per-chunk check still
+def _arm(seconds: float) -> None:
+    """Raise ``_TooSlow`` in this thread after ``seconds``, until ``_disarm``. In the main thread
+    only (the caller checks): signals cannot be used elsewhere; the per-chunk check still
     applies there.
 
     The handler is installed once per process and left in place: swapping it in and out around
     every request cost two sigaction calls and ~11 µs a page (of 1.6 µs for the timer itself),
-    and a SIGALRM that comes after ``_disarm`` (the timer ran out as its fetch ended) is ignored
-    instead of reaching the handler restored meanwhile (by default, the end of the process)."""
-    global _armed
-    if threading.current_thread() is not threading.main_thread():
-        return False
+    and a SIGALRM that comes between fetches is ignored instead of reaching the handler
+    restored meanwhile (by default, the end of the process). The deadline and ``_armed`` come
+    first: a ring from here on is measured against this fetch's deadline."""
+    global _armed, _deadline, _set
     if _handler(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
-    _armed = True
+    _deadline = time.monotonic() + seconds
+    _armed = _set = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    return True
 
 
 def _disarm() -> None:
+    """The fetch is over: a ring from now on finds nothing to interrupt. The timer is left to
+    run (the next fetch sets it anew): turning it off cost a system call a page. Only the main
+    thread arms it, and only it disarms it (the caller checks): a fetch in another thread
+    leaves it be."""
     global _armed
-    _armed = False   # first: an alarm from here on finds nothing to interrupt
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    _armed = False
+
+
+def _stop_timer() -> None:
+    """Turn off the timer left running by the last fetch (``Fetcher.close``): nothing of this
+    module rings once its fetchers are closed."""
+    global _set
+    if _set and not _armed and threading.current_thread() is threading.main_thread():
+        _set = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 @dataclass(frozen=True)
 class Response:
+    """One response as the crawler sees it (one hop: a redirect is returned, not followed)."""
+
     url: str
     status: int
     content_type: str        # parse_content_type's media type ("" when the server sent none)
@@ -219,6 +264,21 @@ def parse_content_type(value: str | None) -> tuple[str, str | None]:
         if k.strip().lower() == "charset":
             charset = v.strip().strip("\"'") or None
     return media, charset
+
+
+_MEDIA_TYPES: dict[str | None, tuple[str, str | None]] = {}
+
+
+def _media_type(value: str | None) -> tuple[str, str | None]:
+    """``parse_content_type``, of a value read before: most pages of a site have the same."""
+    known = _MEDIA_TYPES.get(value)
+    if known is None:
+        known = parse_content_type(value)
+        if value is None or len(value) <= 128:   # a hostile server's long ones are not kept
+            if len(_MEDIA_TYPES) >= 64:
+                _MEDIA_TYPES.clear()
+            _MEDIA_TYPES[value] = known
+    return known
 
 
 def _sniff_html(head: bytes) -> bool:
@@ -534,61 +594,6 @@ def parse_headers(lines: list[bytes]) -> http.client.HTTPMessage:
     return email.parser.Parser(_class=http.client.HTTPMessage).parsestr(text)
 
 
-class _FinalResponse(http.client.HTTPResponse):
-    """http.client skips ``100 Continue`` and nothing else, so a ``103 Early Hints`` came back as
-    the response (the page failed as ``103``) and the real one stayed unread on a connection
-    kept for the next request. RFC 9110 15.2: a client ignores the 1xx responses it did not ask
-    for (101 Switching Protocols ends the exchange: it stays the answer).
-
-    ``begin`` is http.client's (Python 3.11), with the headers read by ``parse_headers`` above."""
-
-    def begin(self) -> None:
-        if self.headers is not None:
-            return
-        while True:   # interim responses other than 100 are skipped by _read_status
-            version, status, reason = self._read_status()
-            if status != http.client.CONTINUE:
-                break
-            http.client._read_headers(self.fp)  # type: ignore[attr-defined]
-        self.code = self.status = status
-        self.reason = reason.strip()
-        if version in ("HTTP/1.0", "HTTP/0.9"):
-            self.version = 10
-        elif version.startswith("HTTP/1."):
-            self.version = 11
-        else:
-            raise http.client.UnknownProtocol(version)
-        self.headers = self.msg = parse_headers(http.client._read_headers(self.fp))  # type: ignore[attr-defined]
-        tr_enc = self.headers.get("transfer-encoding")
-        self.chunked = bool(tr_enc and tr_enc.lower() == "chunked")
-        if self.chunked:
-            self.chunk_left = None
-        self.will_close = self._check_close()  # type: ignore[attr-defined]
-        self.length = None
-        length = self.headers.get("content-length")
-        if length and not self.chunked:
-            try:
-                self.length = int(length)
-            except ValueError:
-                self.length = None
-            else:
-                if self.length < 0:   # nonsensical negative lengths are ignored
-                    self.length = None
-        if (status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) or 100 <= status < 200
-                or self._method == "HEAD"):  # type: ignore[attr-defined]
-            self.length = 0
-        if not self.will_close and not self.chunked and self.length is None:
-            self.will_close = True   # no length: the body ends when the connection does
-
-    def _read_status(self):  # type: ignore[no-untyped-def]
-        for _ in range(MAX_INTERIM):
-            version, status, reason = super()._read_status()
-            if not 100 < status < 200 or status == 101:
-                return version, status, reason   # begin() itself skips 100
-            http.client._read_headers(self.fp)  # type: ignore[attr-defined]  # the interim headers
-        raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
-
-
 class _Keeper:
     """What a direct response (``_Direct``) is released to once its body was read to its end:
     nothing to do, the connection stays kept by its ``_Direct``. Named as the origin's urllib3
@@ -606,8 +611,9 @@ class _Keeper:
         pass
 
 
-# Errors of a kept connection the server closed meanwhile, met before any byte of the response.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# Errors of a kept connection the server closed meanwhile, met before any byte of the response
+# (http.client's RemoteDisconnected, raised by ``_status_line``, is a ConnectionResetError).
+_STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 _MAXLINE = 65536      # http.client's limits: a longer head line is a LineTooLong,
 _MAXHEADERS = 100     # and this many lines (the blank one included) "got more than 100 headers"
 _log = logging.getLogger("urllib3.response")   # where urllib3 warns of a length with chunked
@@ -625,9 +631,18 @@ class _Wire:
         self.pos = 0
         self.timeout: float | None = None
 
+    def recv(self) -> bytes:
+        """One recv of at most 64 KiB. The socket blocks, with its timeouts set in the kernel
+        (``_set_timeout``): one that runs out comes as EAGAIN, raised as the timeout that
+        Python's timeout mode raises (what urllib3 and the callers name a read timeout)."""
+        try:
+            return self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        except BlockingIOError:
+            raise socket.timeout("timed out") from None
+
     def more(self) -> bool:
         """One recv added to what is buffered; False at the end of the stream."""
-        got = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+        got = self.recv()
         if not got:
             return False
         self.data = self.data[self.pos:] + got if self.pos < len(self.data) else got
@@ -655,7 +670,7 @@ class _Wire:
         if pos >= len(data):
             if n == 0:
                 return b""
-            data = self.sock.recv(_CHUNK)  # type: ignore[union-attr]
+            data = self.recv()
             pos = 0
         if n < 0 or len(data) - pos <= n:
             self.data, self.pos = b"", 0
@@ -681,8 +696,24 @@ class _Wire:
             sock.close()
 
 
+_STATUS_LINES: dict[bytes, tuple[str, int, str]] = {}   # a few lines come back again and again
+
+
 def _status_line(line: bytes) -> tuple[str, int, str]:
-    """http.client's ``_read_status`` of one status line as read (its line end included)."""
+    """http.client's ``_read_status`` of one status line as read (its line end included); a
+    line read before is not read again (``HTTP/1.1 200 OK``: 0.5 µs)."""
+    known = _STATUS_LINES.get(line)
+    if known is not None:
+        return known
+    known = _read_status_line(line)
+    if len(line) <= 64:   # a hostile server's long ones are not kept
+        if len(_STATUS_LINES) >= 64:
+            _STATUS_LINES.clear()
+        _STATUS_LINES[line] = known
+    return known
+
+
+def _read_status_line(line: bytes) -> tuple[str, int, str]:
     text = str(line, "iso-8859-1")
     if len(text) > _MAXLINE:
         raise http.client.LineTooLong("status line")
@@ -752,7 +783,7 @@ def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
                 _header_lines(wire)   # the interim headers
         else:
             raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
-        if status != http.client.CONTINUE:
+        if status != 100:   # http.client.CONTINUE
             break
         if block is None:
             _header_lines(wire)
@@ -765,22 +796,33 @@ def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
     return number, status, reason.strip(), _header_lines(wire) if block is None else block
 
 
-def _header_pairs(block: bytes) -> tuple[list[tuple[str, str]], http.client.HTTPMessage | None]:
-    """The (name, value) pairs of a header block as ``parse_headers`` reads them, and the
-    HTTPMessage when the email parser had to make it (else None: made only if asked for)."""
+def _header_pairs(block: bytes) -> tuple["_Headers", http.client.HTTPMessage | None]:
+    """The headers of a header block as ``parse_headers`` reads them (``_Headers``: the pairs,
+    and the values by lower-case name made in the same walk), and the HTTPMessage when the
+    email parser had to make it (else None: made only if asked for)."""
     text = block.decode("iso-8859-1")
     if _PLAIN_HEADERS.match(text):
         pairs = []
+        joined: dict[str, str] = {}
+        repeated = None
         for line in text.split("\n"):
             if line and line != "\r":
                 name, _, value = line.partition(":")
-                pairs.append((name, value.lstrip(" \t").rstrip("\r")))
-        ctype = _first(pairs, "content-type")
+                value = value.lstrip(" \t").rstrip("\r")
+                pairs.append((name, value))
+                key = name.lower()
+                if key in joined:
+                    joined[key] += ", " + value
+                    repeated = (repeated or set()) | {key}
+                else:
+                    joined[key] = value
+        headers = _Headers(pairs, joined, repeated)
+        ctype = headers.first("content-type")
         main = ctype.partition(";")[0].strip().lower() if ctype is not None else ""
         if main.count("/") != 1 or main.partition("/")[0] not in ("multipart", "message"):
-            return pairs, None
+            return headers, None
     msg = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(text)
-    return msg.items(), msg
+    return _Headers(msg.items()), msg
 
 
 def _first(pairs: list[tuple[str, str]], name: str) -> str | None:
@@ -798,10 +840,14 @@ class _Headers:
 
     __slots__ = ("_joined", "_pairs", "_repeated")
 
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+    def __init__(self, pairs: list[tuple[str, str]], joined: dict[str, str] | None = None,
+                 repeated: set[str] | None = None) -> None:
+        """``joined`` and ``repeated`` when the caller made them from ``pairs`` already."""
         self._pairs = pairs
-        joined: dict[str, str] = {}
-        repeated = None
+        if joined is not None:
+            self._joined, self._repeated = joined, repeated
+            return
+        joined = {}
         for name, value in pairs:
             key = name.lower()
             if key in joined:
@@ -1004,11 +1050,38 @@ class _Reply:
 
     def __init__(self, direct: "_Direct", wire: _Wire, method: str, target: str) -> None:
         version, status, reason, block = _read_head(wire)
-        pairs, msg = _header_pairs(block)
-        headers = _Headers(pairs)
+        headers, msg = _header_pairs(block)
+        head = method == "HEAD"
+        declared = headers._joined.get("content-length")
+        if (declared is not None and headers._repeated is None and declared.isdigit() and declared.isascii()
+                and "transfer-encoding" not in headers._joined):
+            # one plain length and no transfer coding (most answers): what both rules below read
+            chunked = False
+            length = remaining = int(declared)
+            if status in (204, 304) or 100 <= status < 200 or head:
+                length = remaining = 0
+        else:
+            chunked, length = self._framing(headers, status, head)
+            remaining = self._length(headers, status, head)
+        will_close = _check_close(version, headers)
+        if not will_close and not chunked and length is None:
+            will_close = True   # no length: the body ends when the connection does
+        if will_close:
+            direct.wire = None   # the connection goes with this response
+        self._stream = _Stream(wire, will_close, headers._pairs, msg, length, chunked, head)
+        self.status, self.reason, self.version = status, reason, version
+        self.headers = headers
+        self._connection: _Wire | None = wire
+        self._pool = direct.keeper
+        self._read = 0
+        self.method, self.target = method, target
+        self.length_remaining = remaining
+
+    @staticmethod
+    def _framing(headers: _Headers, status: int, head: bool) -> tuple[bool, int | None]:
+        """http.client's framing: chunked or not, and the length it reads (None: to the close)."""
         te = headers.first("transfer-encoding")
         chunked = bool(te and te.lower() == "chunked")
-        will_close = _check_close(version, headers)
         length = None
         declared = headers.first("content-length")
         if declared and not chunked:
@@ -1016,21 +1089,9 @@ class _Reply:
                 length = int(declared)
                 if length < 0:   # nonsensical negative lengths are ignored
                     length = None
-        head = method == "HEAD"
         if status in (204, 304) or 100 <= status < 200 or head:
             length = 0
-        if not will_close and not chunked and length is None:
-            will_close = True   # no length: the body ends when the connection does
-        if will_close:
-            direct.wire = None   # the connection goes with this response
-        self._stream = _Stream(wire, will_close, pairs, msg, length, chunked, head)
-        self.status, self.reason, self.version = status, reason, version
-        self.headers = headers
-        self._connection: _Wire | None = wire
-        self._pool = direct.keeper
-        self._read = 0
-        self.method, self.target = method, target
-        self.length_remaining = self._length(headers, status, head)
+        return chunked, length
 
     @staticmethod
     def _length(headers: _Headers, status: int, head: bool) -> int | None:
@@ -1165,10 +1226,58 @@ def _create_connection(host: str, port: int, timeout: float | None) -> socket.so
     raise OSError("getaddrinfo returns an empty list")
 
 
+# SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval: two longs on 64-bit Linux. Elsewhere (other
+# layouts) the socket keeps Python's timeout mode.
+_TIMEVAL = struct.Struct("@ll") if sys.platform.startswith("linux") and struct.calcsize("@l") == 8 else None
+
+
+def _set_timeout(sock: socket.socket, seconds: float | None) -> None:
+    """Bound each send and recv on ``sock`` to ``seconds``, as ``settimeout`` does, but in the
+    kernel: the socket blocks, with SO_RCVTIMEO and SO_SNDTIMEO set. In Python's timeout mode
+    each call polls first (a poll and a deadline worked out per recv and per send, ~1 µs a page);
+    here a call that waits too long fails with EAGAIN, which ``_Wire.recv`` and ``_Direct.open``
+    raise as the ``socket.timeout`` Python would have raised."""
+    if _TIMEVAL is None or seconds is None:
+        sock.settimeout(seconds)
+        return
+    usec = max(1, math.ceil(seconds * 1_000_000))   # a zero timeval would wait for ever
+    timeval = _TIMEVAL.pack(*divmod(usec, 1_000_000))
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
 class _Timeouts(NamedTuple):
     """A request's connect and read timeouts, named as urllib3's ``Timeout`` names them."""
     connect_timeout: float
     read_timeout: float
+
+
+# RFC 9110's token: a header name or method (or a host) that http.client writes as it is.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _plain_head_lines(host: str, port: int, method: str, headers: Mapping[str, str]) -> bytes | None:
+    """The header lines ``http.client.HTTPConnection(host, port)`` writes for a request with
+    ``headers`` (Host and Accept-Encoding first, unless given), when every part is plain: the
+    method, host and names tokens, the values printable ASCII, a User-Agent given. None
+    otherwise: http.client writes them then, its checks (and errors) its own."""
+    names = {k.lower() for k in headers}
+    if "user-agent" not in names or type(port) is not int or not (
+            type(host) is str and _TOKEN.fullmatch(host) and type(method) is str and _TOKEN.fullmatch(method)):
+        return None
+    lines = []
+    if "host" not in names:
+        lines.append(f"Host: {host}" if port == 80 else f"Host: {host}:{port}")
+    if "accept-encoding" not in names:
+        lines.append("Accept-Encoding: identity")
+    for name, value in headers.items():
+        if not (type(name) is str and _TOKEN.fullmatch(name)
+                and type(value) is str and value.isascii() and value.isprintable()):
+            return None
+        lines.append(f"{name}: {value}")
+    lines += ["", ""]
+    return "\r\n".join(lines).encode("ascii")
 
 
 class _Direct:
@@ -1205,10 +1314,13 @@ class _Direct:
                     wire = self.wire = _Wire(self._connect(timeout.connect_timeout, target))
                 if wire.timeout != timeout.read_timeout:
                     wire.timeout = timeout.read_timeout
-                    wire.sock.settimeout(wire.timeout)  # type: ignore[union-attr]
+                    _set_timeout(wire.sock, wire.timeout)  # type: ignore[arg-type]
                 wire.data, wire.pos = b"", 0
                 try:
-                    wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
+                    try:
+                        wire.sock.sendall(self._head(method, target, headers))  # type: ignore[union-attr]
+                    except BlockingIOError:   # SO_SNDTIMEO ran out: Python's timeout mode's error
+                        raise socket.timeout("timed out") from None
                 except BrokenPipeError:   # as urllib3: the response may still be readable
                     if not fresh:
                         raise
@@ -1263,6 +1375,9 @@ class _Direct:
 
     def _head_after_line(self, method: str, headers: Mapping[str, str]) -> bytes:
         """The header lines http.client writes (its checks of names and values applied)."""
+        plain = _plain_head_lines(self.host, self.port, method, headers)
+        if plain is not None:
+            return plain
         lines = http.client.HTTPConnection(self.host, self.port)
         names = {k.lower() for k in headers}
         lines.putrequest(method, "/", skip_host="host" in names, skip_accept_encoding="accept-encoding" in names)
@@ -1490,6 +1605,7 @@ class Fetcher:
 
     def close(self) -> None:
         self._close_direct()
+        _stop_timer()
         if self._session is not None:
             self._session.close()
         if self.warc is not None:
@@ -1505,18 +1621,21 @@ class Fetcher:
         keeps only that many bytes of it instead of failing (RFC 9309 parses the first 500 KiB).
         ``body_types``: the media types whose body is downloaded (HTML; a requisite's: CSS, to find
         its url()s; none when only checking one); ``method`` HEAD checks a requisite.
-        The WARC records are written after the timer is off: it must not cut a record in two.
+        The WARC records are written once the timer is disarmed: it must not cut a record in two.
         """
         ex = Exchange(url) if self.warc is not None else None
-        _watch_pauses()
+        main = threading.current_thread() is threading.main_thread()   # signals: there only
+        if main:
+            _watch_pauses()
         continued = _continued
-        armed = _arm(self.config.max_time)
         try:
+            if main:
+                _arm(self.config.max_time)   # in the try: a --max-time so short it rings at once
             result = self._fetch(url, any_type, limit, headers, ex, method, body_types)
         except _TooSlow:
             result = FetchFailure("too slow", False, f"response took over {self.config.max_time:g} s")
         finally:
-            if armed:
+            if main:
                 _disarm()
         if ex is not None and self.warc is not None:
             self.warc.write(ex)
@@ -1537,11 +1656,12 @@ class Fetcher:
         try:
             if ex is not None:
                 _capture(r, ex)
-            encodings = [e.strip().lower() for e in r.headers.get("Content-Encoding", "").split(",") if e.strip()]
+            coding = r.headers.get("Content-Encoding")
+            encodings = [e.strip().lower() for e in coding.split(",") if e.strip()] if coding else []
             if any(e not in DECODABLE for e in encodings):
                 reader = _Body(r, [], 0, ex)   # archived as received all the same (--warc)
                 return FetchFailure("unsupported content encoding", False, ",".join(encodings))
-            media, charset = parse_content_type(r.headers.get("Content-Type"))
+            media, charset = _media_type(r.headers.get("Content-Type"))
             declared = _int(r.headers.get("Content-Length"))
             location = _utf8_header(r.headers.get("Location"))
             retry_after = r.headers.get("Retry-After")

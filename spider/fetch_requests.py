@@ -10,6 +10,7 @@ made then (``Fetcher.session``); that process then goes by requests' path for th
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 from typing import TYPE_CHECKING, Mapping
 
@@ -27,10 +28,65 @@ from urllib3.exceptions import (ClosedPoolError, ConnectTimeoutError, LocationVa
 from urllib3.response import BaseHTTPResponse
 from urllib3.util import Timeout as TimeoutSauce
 
-from .fetch import _FinalResponse, _Reply, _Request
+from .fetch import MAX_INTERIM, _Reply, _Request, parse_headers
 
 if TYPE_CHECKING:
     from .fetch import Fetcher, _Direct
+
+
+class _FinalResponse(http.client.HTTPResponse):
+    """http.client skips ``100 Continue`` and nothing else, so a ``103 Early Hints`` came back as
+    the response (the page failed as ``103``) and the real one stayed unread on a connection
+    kept for the next request. RFC 9110 15.2: a client ignores the 1xx responses it did not ask
+    for (101 Switching Protocols ends the exchange: it stays the answer).
+
+    ``begin`` is http.client's (Python 3.11), with the headers read by ``fetch.parse_headers``."""
+
+    def begin(self) -> None:
+        if self.headers is not None:
+            return
+        while True:   # interim responses other than 100 are skipped by _read_status
+            version, status, reason = self._read_status()
+            if status != http.client.CONTINUE:
+                break
+            http.client._read_headers(self.fp)  # type: ignore[attr-defined]
+        self.code = self.status = status
+        self.reason = reason.strip()
+        if version in ("HTTP/1.0", "HTTP/0.9"):
+            self.version = 10
+        elif version.startswith("HTTP/1."):
+            self.version = 11
+        else:
+            raise http.client.UnknownProtocol(version)
+        self.headers = self.msg = parse_headers(http.client._read_headers(self.fp))  # type: ignore[attr-defined]
+        tr_enc = self.headers.get("transfer-encoding")
+        self.chunked = bool(tr_enc and tr_enc.lower() == "chunked")
+        if self.chunked:
+            self.chunk_left = None
+        self.will_close = self._check_close()  # type: ignore[attr-defined]
+        self.length = None
+        length = self.headers.get("content-length")
+        if length and not self.chunked:
+            try:
+                self.length = int(length)
+            except ValueError:
+                self.length = None
+            else:
+                if self.length < 0:   # nonsensical negative lengths are ignored
+                    self.length = None
+        if (status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) or 100 <= status < 200
+                or self._method == "HEAD"):  # type: ignore[attr-defined]
+            self.length = 0
+        if not self.will_close and not self.chunked and self.length is None:
+            self.will_close = True   # no length: the body ends when the connection does
+
+    def _read_status(self):  # type: ignore[no-untyped-def]
+        for _ in range(MAX_INTERIM):
+            version, status, reason = super()._read_status()
+            if not 100 < status < 200 or status == 101:
+                return version, status, reason   # begin() itself skips 100
+            http.client._read_headers(self.fp)  # type: ignore[attr-defined]  # the interim headers
+        raise http.client.HTTPException(f"got more than {MAX_INTERIM} interim (1xx) responses")
 
 
 class _Connection(HTTPConnection):

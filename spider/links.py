@@ -35,12 +35,13 @@ Design notes:
 from __future__ import annotations
 
 import codecs
-import hashlib
 import re
 import threading
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, LexborNode
+
+from .hashes import blake2b
 
 __all__ = ["Link", "ParsedPage", "LinkFinder", "css_urls", "header_links", "refresh_target", "srcset_urls",
            "stylesheet_urls"]
@@ -489,7 +490,7 @@ def _text_hash(tree: LexborHTMLParser, invisible: list[LexborNode], title: str |
         text = head + b" " + text if text else head
     if not text:
         return None
-    return hashlib.blake2b(text, digest_size=16).hexdigest()
+    return blake2b(text, digest_size=16).hexdigest()
 
 
 # ------------------------------------------------------------------------------- more link sources

@@ -171,6 +171,12 @@ class Frontier:
             self._best[host] = key
             heapq.heappush(self._heap, (key[0], key[1], host))
 
+    def left(self, host: str, score: int) -> int:
+        """Items of ``host`` at ``score`` still in the index (items another process claimed are
+        dropped lazily, from the top of each bucket: so a count of at most those few more)."""
+        bucket = self._hosts.get(host, {}).get(score)
+        return len(bucket) if bucket is not None else 0
+
     def _true_best(self, host: str, live: Callable[[int], bool]) -> tuple[int, int] | None:
         """The host's best live key, dropping dead items and empty buckets on the way."""
         buckets = self._hosts.get(host)

@@ -40,6 +40,8 @@ class Verdict(Enum):
 
 @dataclass(frozen=True)
 class Outcome:
+    """What the failure policy makes of one fetch: a verdict, and why."""
+
     verdict: Verdict
     reason: str = ""
 

@@ -21,13 +21,11 @@ The policy is pure (``next_interval``, ``is_due``, ``verdict``); reading the fil
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -191,6 +189,8 @@ def parse_stamp(text: str) -> float | None:
             return datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc).timestamp()
         except ValueError:
             pass   # a leap second or an impossible date: strptime decides
+    import calendar   # (imported here, as email.utils below: the common case needs neither)
+
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"):
         try:
             return float(calendar.timegm(time.strptime(text, fmt)))
@@ -200,6 +200,8 @@ def parse_stamp(text: str) -> float | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime
+
     try:
         return parsedate_to_datetime(text).timestamp()
     except (TypeError, ValueError, IndexError):

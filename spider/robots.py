@@ -28,7 +28,6 @@ are kept (``ANSWERS`` per host). ``tests/test_robots.py`` checks the answers equ
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import math
 import os
 import re
@@ -42,6 +41,7 @@ from urllib.parse import urlparse
 from protego import Protego
 
 from . import safefs
+from .hashes import sha256
 
 FRESH_FOR = 24 * 3600.0
 RETRY_UNAVAILABLE = 300.0
@@ -240,7 +240,7 @@ def cache_name(host: str) -> str:
     Always one safe file name (``[a-z0-9.-]``, ``_`` for anything else, at most 86 bytes with
     ``.lock`` or a temp suffix added), whatever the host: a 253-character host name made a name
     longer than the 255 bytes a file system allows, and ``a:8080`` and ``a_8080`` shared one."""
-    digest = hashlib.sha256(host.lower().encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    digest = sha256(host.lower().encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return re.sub(r"[^a-z0-9.-]", "_", host.lower()[:_PREFIX]) + "-" + digest + ".txt"
 
 

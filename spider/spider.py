@@ -33,7 +33,7 @@ from .records import REQUISITE, QueueEntry, clean, crawled_line, duplicate_line,
 from .scope import Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
-from .frontier.files import CLAIM_BATCH, FileStore
+from .frontier.files import CLAIM_BATCH, HOT_URLS, FileStore
 from .urls import host_key, normalize, resolve
 
 IDLE_MIN, IDLE_MAX = 0.02, 0.5
@@ -83,14 +83,15 @@ class Spider:
         self.clock = clock
         self.wait = wait or _sleep   # returns True when the worker should stop
         self.batch = 1   # a held batch would idle other workers when pages are slow
-        # A batch keeps the bfs order only when one worker claims: with several, one may take a
-        # batch of the next level while another still crawls the last pages of this one, so a page
-        # is met first a level too deep and --max-depth can refuse what it links to.
+        # A batch keeps the bfs order; with several workers, a batch keeps to one level and waits
+        # for the level before to be done (FileStore._level_batch), so no batch lets pages of
+        # the next level overtake the last pages of this one.
         self._batched = (config.delay == 0 and not config.auto_throttle and isinstance(store, FileStore)
-                         and Order(config.order).batch_keeps_order and config.workers == 1)
+                         and Order(config.order).batch_keeps_order)
         if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
             store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()
+        self._rejected_lately: set[str] = set()   # its URLs met lately, as strings (``_reject``)
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else _robots_cache(store, clock)
@@ -536,8 +537,9 @@ class Spider:
         """What a page links to, for recrawl's "no longer linked from anywhere" (inactive) and the
         broken-links view's referrers; also how many links were new and how many already known
         (counted, not logged)."""
+        linked = report.linked   # each URL once, in order (a set tells there is no repeat at half the cost)
         self.store.log("links", f"{url}\t{report.added}\t{report.duplicates}\t"
-                                f"{' '.join(dict.fromkeys(report.linked))}\n")
+                                f"{' '.join(linked if len(set(linked)) == len(linked) else dict.fromkeys(linked))}\n")
 
     # -- recrawl -------------------------------------------------------------------------------------
     def _schedule(self) -> dict[str, recrawl.Page]:
@@ -694,17 +696,30 @@ class Spider:
         if batch:
             added = self.store.add(batch.values())
             report.added = len(added)
-            # Not added: queued meanwhile by another worker (known now), or refused by the
-            # host budget (logged in rejected.txt by the store, and never known).
-            now_known = self.store.known(batch)
-            refused_by_budget = sum(1 for url in batch if url not in now_known)
-            report.duplicates += len(batch) - len(added) - refused_by_budget
-            report.rejected += refused_by_budget
+            if len(added) < len(batch):
+                # Not added: queued meanwhile by another worker (known now), or refused by the
+                # host budget (logged in rejected.txt by the store, and never known).
+                now_known = self.store.known(batch)
+                refused_by_budget = sum(1 for url in batch if url not in now_known)
+                report.duplicates += len(batch) - len(added) - refused_by_budget
+                report.rejected += refused_by_budget
         return report
 
     def _reject(self, items: list[tuple[str, str, str]]) -> None:
-        """Log each refused URL once per worker (the same menu link is refused on every page)."""
-        lines = [rejected_line(u, r, s) for u, r, s in items if self._rejected.add(u)]
+        """Log each refused URL once per worker (the same menu link is refused on every page).
+
+        The URLs refused lately are kept as strings too (at most HOT_URLS): most of a page's
+        refused links were refused on the page before, and a string lookup is cheaper than a
+        fingerprint's probe of ``_rejected``."""
+        lately, lines = self._rejected_lately, []
+        for u, r, s in items:
+            if u in lately:
+                continue
+            if len(lately) >= HOT_URLS:
+                lately.clear()
+            lately.add(u)
+            if self._rejected.add(u):
+                lines.append(rejected_line(u, r, s))
         if lines:
             self.store.log("rejected", "".join(lines))
 

@@ -29,7 +29,9 @@ rows is a pause between runs), ``pages_per_second`` and ``discovery_ratio``: ``s
 and the run's summary line all use these, so they tell one story.
 
 Everything is read incrementally from the append-only files, so a sample costs what was
-appended since the last one, not the size of the crawl.
+appended since the last one, not the size of the crawl; and that is read in C (a findall a log,
+the lines that may not be data aside), the census pattern worked out once per URL shape: the
+parent samples while the workers crawl, and line by line it cost 10 us a page.
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ import math
 import os
 import re
 import zlib
+from collections import Counter
+from operator import itemgetter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from .census import Sample, pattern, trap_alarm
+from .census import Sample, pattern, trap_alarm, url_patterns
 from .records import clean, is_data, utc_stamp
 from .safefs import append_text, atomic_write
 from .frontier.view import identity
@@ -55,7 +59,19 @@ STATS_EVERY = 2.0
 FAST_EVERY, FAST_FOR = 0.25, 10.0   # a run's first 10 s are sampled 8x as often (a 5 s crawl: 20 points)
 RUN_GAP = 3 * STATS_EVERY   # a longer gap between two rows is a pause between runs, not crawl time
 RUN_MARK = "# run"          # the comment line before the first row of each run
-_QUEUE_URL = re.compile(rb"^https?://[^\t\n]*", re.M)   # the first field of a queue line
+# The regexes below find a line by the newline before it (``_findall``), which C seeks fast;
+# a line start ("^" with re.M) is tried at every byte of the line, 10x slower on links.txt.
+_QUEUE_URL = re.compile(rb"\n(https?://[^\t\n]*)")   # the first field of a queue line
+_CLAIM_URL = re.compile(rb"\nC\t[^\t\n]*\t[^\t\n]*\t[^\t\n]*\t[^\t\n]*\t([^\t\n]*)")   # a claim's URL
+# A log line that starts with a plain character (all the crawler writes) is a data line
+# (``is_data``); the others, "odd" (comment, blank, BOM, leading space, non-ASCII), go through ``take``.
+_ODD_LINE = re.compile(rb'\n(?=[^!"$-~])[^\n]*')
+_ODD = rb'|(?=[^!"$-~\n])([^\n]*))'   # (each log's regex: its field, or an odd line that is not blank)
+_LOG_FIELD = {
+    "crawled": re.compile(rb'\n(?:[!"$-~][^\t\n]*\t[^\t\n]*\t[^\t\n]*\t([^\t\n]*)' + _ODD),   # bytes
+    "rejected": re.compile(rb'\n(?:[!"$-~][^\t\n]*(\t[^\t\n]*)?' + _ODD),   # the reason, after its tab
+    "links": re.compile(rb'\n(?:[!"$-~][^\t\n]*\t[^\t\n]*\t([^\t\n]*)' + _ODD),   # URLs seen again
+}
 _RECHECK_LINE = re.compile(rb"\trecheck\r?$", re.M)      # a recrawl's check of a crawled page
 CENSUS_SAMPLE_BYTES = 1 << 20   # a queue.txt bigger than this is censused 1 URL in k (~17k URLs sampled)
 CENSUS = "census.txt"   # the census as the last clean stop left it (a cache, like frontier.view)
@@ -66,7 +82,7 @@ MAX_PATTERNS = 20000   # distinct patterns tracked; the rest count as "(other)" 
 
 class _Tail:
     """Reads the lines appended to one file since the last call, 1 MiB at a time; starts over
-    if the file was replaced (``replaced`` says so as soon as ``lines`` is called)."""
+    if the file was replaced (``replaced`` says so as soon as ``raw_chunks`` is called)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -74,14 +90,13 @@ class _Tail:
         self.ino: int | None = None
         self.replaced = False
 
-    def lines(self) -> Iterator[str]:
-        return (raw.decode("utf-8", "replace") for raw in self.raw_lines())
-
-    def raw_lines(self) -> Iterator[bytes]:
-        return (line for chunk in self.raw_chunks() for line in chunk.splitlines())
-
     def raw_chunks(self) -> Iterator[bytes]:
         """The new lines as chunks of whole lines (for readers that work on them in C)."""
+        return (data if end == len(data) else data[:end] for data, end in self.pieces())
+
+    def pieces(self) -> Iterator[tuple[bytes, int]]:
+        """The new lines as ``(data, end)``: ``data[:end]`` is whole lines, and the rest of
+        ``data`` a line still being written (it waits for the next call), not copied out."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -92,7 +107,7 @@ class _Tail:
         self.ino = st.st_ino
         return self._chunks(st.st_size)
 
-    def _chunks(self, size: int) -> Iterator[bytes]:
+    def _chunks(self, size: int) -> Iterator[tuple[bytes, int]]:
         if size <= self.pos:
             return
         with open(self.path, "rb") as f:
@@ -108,7 +123,7 @@ class _Tail:
                 carry = data[cut:]
                 self.pos += cut
                 if cut:
-                    yield data[:cut]
+                    yield data, cut
 
 
 @dataclass
@@ -118,7 +133,23 @@ class Census:
     counts: dict[str, int] = field(default_factory=dict)
 
     def add(self, url: str, n: int) -> None:
-        p = pattern(url)
+        self.add_pattern(pattern(url), n)
+
+    def add_urls(self, urls: list[bytes], n: int) -> None:
+        """``add`` of each URL (bytes) in turn: the patterns found once per shape (``url_patterns``),
+        and each pattern's URLs counted at once when that ends as one by one would: always for
+        ``n`` > 0; for ``n`` < 0 when no count would go below zero on the way (past it, a pattern
+        no longer counted is "(other)" when MAX_PATTERNS are: the order matters)."""
+        each = url_patterns(urls)
+        tally = Counter(each)   # in the order the patterns first come
+        if n < 0 and any(self.counts.get(p, 0) < -n * m for p, m in tally.items()):
+            for p in each:
+                self.add_pattern(p, n)
+            return
+        for p, m in tally.items():
+            self.add_pattern(p, n * m)
+
+    def add_pattern(self, p: str, n: int) -> None:
         if p not in self.counts and len(self.counts) >= MAX_PATTERNS:
             p = "(other)"
         c = self.counts.get(p, 0) + n
@@ -164,8 +195,44 @@ class StatsRecorder:
         self._read_queue()
 
     def _read_logs(self) -> None:
-        self.take({name.split(".")[0]: self._tails[name].lines() for name in
-                   ("crawled.txt", "rejected.txt", "duplicates.txt", "checks.txt", "links.txt")})
+        for name in ("crawled", "rejected", "duplicates", "checks", "links"):
+            for data, end in self._tails[name + ".txt"].pieces():
+                self._take_lines(name, data, end)
+
+    def _take_lines(self, name: str, data: bytes, end: int) -> None:
+        """``take`` of the lines ``data[:end]`` (whole lines of the log ``name``), in C, in one
+        pass: the parent does this while the workers crawl (links.txt alone is 1 KB a page),
+        and line by line it cost 4 us a page. A chunk with a CR (lines cut there too, as
+        ``splitlines`` cuts) and odd lines (maybe not data: ``_ODD``) go through ``take``."""
+        if data.find(b"\r", 0, end) >= 0:
+            self.take({name: [line.decode("utf-8", "replace") for line in data[:end].splitlines()]})
+            return
+        if name in ("duplicates", "checks"):
+            odd = _findall(_ODD_LINE, data, end)
+            if odd:
+                self.take({name: [line[1:].decode("utf-8", "replace") for line in odd]})
+            n = data.count(b"\n", 0, end) - len(odd)   # the other lines: data lines
+            if name == "duplicates":
+                self.duplicates += n
+            else:
+                self.checked += n
+            return
+        found = _findall(_LOG_FIELD[name], data, end)   # (field, odd line) of each line but blank ones
+        if name == "rejected":
+            for (field, odd), n in Counter(found).items():
+                if odd:
+                    self.take({name: [odd.decode("utf-8", "replace")] * n})
+                else:
+                    reason = _reason(field[1:].decode("utf-8", "replace") if field else None)
+                    self.rejected[reason] = self.rejected.get(reason, 0) + n
+            return
+        odd = list(filter(None, map(itemgetter(1), found)))
+        if odd:
+            self.take({name: [line.decode("utf-8", "replace") for line in odd]})
+        if name == "crawled":
+            self.bytes += _number_sum(list(map(itemgetter(0), found)))
+        else:
+            self.seen_again += _number_sum(list(map(itemgetter(0), found)))
 
     def take(self, logs: Mapping[str, Iterable[str]]) -> None:
         """Count the new lines of the logs (by name: crawled, rejected, duplicates, checks,
@@ -178,11 +245,7 @@ class StatsRecorder:
         for line in logs.get("rejected", ()):
             if is_data(line):
                 f = line.split("\t", 2)
-                reason = f[1].strip() if len(f) > 1 else "-"
-                if reason.startswith("bad queue line") or ".txt:" in reason:
-                    reason = "bad line"
-                elif reason.startswith("max-links:"):
-                    reason = "max-links"
+                reason = _reason(f[1] if len(f) > 1 else None)
                 self.rejected[reason] = self.rejected.get(reason, 0) + 1
         self.duplicates += sum(1 for line in logs.get("duplicates", ()) if is_data(line))
         self.checked += sum(1 for line in logs.get("checks", ()) if is_data(line))
@@ -196,7 +259,7 @@ class StatsRecorder:
         queue, claims = self._tails["queue.txt"], self._tails["claims.txt"]
         if self._every is None:
             self._load_census()
-        new_queue = queue.raw_chunks()   # bytes: a line that is not sampled is never decoded
+        new_queue = queue.raw_chunks()   # bytes: a line is never decoded, a URL shape once (``url_patterns``)
         if queue.replaced or self._every is None:   # first look, or folded/recovered: start over
             self.census = Census()
             self.rechecks, self._recheck_flight, self._taken = 0, set(), []
@@ -208,27 +271,50 @@ class StatsRecorder:
         k = self._every
         for chunk in new_queue:
             self._count(chunk, k, 1)
-        for rec in claims.raw_lines():
-            if rec.startswith(b"C\t"):
-                parts = rec.split(b"\t", 6)
-                if len(parts) > 5:
-                    link = parts[5].strip()
-                    if k == 1 or zlib.crc32(link) % k == 0:
-                        self.census.add(link.decode("utf-8", "replace"), -1)
-                    if _RECHECK_LINE.search(rec):
-                        self.rechecks -= 1
-                        self._recheck_flight.add(link.decode("utf-8", "replace"))
-            elif rec.startswith(b"D\t") and self._recheck_flight:
-                _, what, url = (rec.rstrip(b"\r\n").decode("utf-8", "replace").split("\t", 2) + ["", ""])[:3]
-                if url in self._recheck_flight:
-                    self._recheck_flight.discard(url)
-                    self.rechecks_refused += what == "rejected"
-            elif rec.startswith(b"S\t"):
-                parts = rec.split(b"\t")
-                if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
-                    self._taken.append((int(parts[1]), int(parts[2])))
+        for chunk in claims.raw_chunks():
+            self._take_claims(chunk, k)
         if self._taken:
             self._take_back(queue, k)
+
+    def _take_claims(self, chunk: bytes, k: int) -> None:
+        """The records of claims.txt in ``chunk`` (whole lines): a URL claimed is no longer
+        pending (the census counts it out), a recheck claimed is in flight until its D record,
+        an S record's stretch of queue.txt was taken without a claim. The claims' URLs are found
+        in C and counted out at once; the records are gone through one by one only when some
+        need it (a recheck, an S record, a D record while rechecks are in flight, a lone CR)."""
+        if b"\r" in chunk:   # records cut there too, as splitlines cuts them
+            for rec in chunk.splitlines():
+                self._take_record(rec, k, census=True)
+            return
+        links = list(map(bytes.strip, _findall(_CLAIM_URL, chunk, len(chunk))))
+        if k > 1:
+            links = [link for link in links if zlib.crc32(link) % k == 0]
+        self.census.add_urls(links, -1)
+        if (_RECHECK_LINE.search(chunk) or chunk.startswith(b"S\t") or b"\nS\t" in chunk
+                or self._recheck_flight and (chunk.startswith(b"D\t") or b"\nD\t" in chunk)):
+            for rec in chunk.splitlines():
+                self._take_record(rec, k, census=False)
+
+    def _take_record(self, rec: bytes, k: int, census: bool) -> None:
+        """One record of claims.txt (``census`` False: its URL is counted out already)."""
+        if rec.startswith(b"C\t"):
+            parts = rec.split(b"\t", 6)
+            if len(parts) > 5:
+                link = parts[5].strip()
+                if census and (k == 1 or zlib.crc32(link) % k == 0):
+                    self.census.add(link.decode("utf-8", "replace"), -1)
+                if _RECHECK_LINE.search(rec):
+                    self.rechecks -= 1
+                    self._recheck_flight.add(link.decode("utf-8", "replace"))
+        elif rec.startswith(b"D\t") and self._recheck_flight:
+            _, what, url = (rec.rstrip(b"\r\n").decode("utf-8", "replace").split("\t", 2) + ["", ""])[:3]
+            if url in self._recheck_flight:
+                self._recheck_flight.discard(url)
+                self.rechecks_refused += what == "rejected"
+        elif rec.startswith(b"S\t"):
+            parts = rec.split(b"\t")
+            if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
+                self._taken.append((int(parts[1]), int(parts[2])))
 
     def _take_back(self, queue: _Tail, k: int) -> None:
         """Lines of queue.txt an S record took without a claim (a pasted stretch judged, its
@@ -268,11 +354,10 @@ class StatsRecorder:
         crawl, and a resumed queue of a million lines used to take a core for over a second),
         1 in ``k`` of them by their CRC, so the same URLs are counted in and out."""
         self.rechecks += n * len(_RECHECK_LINE.findall(chunk))
-        links = _QUEUE_URL.findall(chunk)
+        links = _findall(_QUEUE_URL, chunk, len(chunk))
         if k > 1:
             links = [link for link, crc in zip(links, map(zlib.crc32, links)) if not crc % k]
-        for link in links:
-            self.census.add(link.strip().decode("utf-8", "replace"), n)
+        self.census.add_urls(list(map(bytes.strip, links)), n)
 
     def known_again(self) -> int:
         """Rechecks counted among pending, in flight or refused although their URL is crawled."""
@@ -351,6 +436,34 @@ class StatsRecorder:
 
     def alarm(self) -> str | None:
         return trap_alarm(self.history)
+
+
+def _findall(rx: re.Pattern[bytes], data: bytes, end: int) -> list:  # type: ignore[type-arg]
+    """``rx.findall`` over the whole lines ``data[:end]``, ``rx`` finding each line by the newline
+    before it: the first line is given one in front."""
+    first = data.find(b"\n", 0, end) + 1
+    if not first:
+        return []
+    return rx.findall(b"\n" + data[:first]) + rx.findall(data, first - 1, end)
+
+
+def _reason(field: str | None) -> str:
+    """The reason a rejected.txt line counts under (its second field; None: it has none)."""
+    reason = field.strip() if field is not None else "-"
+    if reason.startswith("bad queue line") or ".txt:" in reason:
+        return "bad line"
+    if reason.startswith("max-links:"):
+        return "max-links"
+    return reason
+
+
+def _number_sum(fields: list[bytes]) -> int:
+    """The sum of the fields that are numbers, as ``take`` reads them (``str.isdigit`` of the field
+    decoded: ASCII digits in C, a field of other bytes decoded, so other digits count the same)."""
+    total = sum(map(int, filter(bytes.isdigit, fields)))
+    if not b"".join(fields).isascii():
+        total += sum(int(s) for s in (x.decode("utf-8", "replace") for x in fields if not x.isascii()) if s.isdigit())
+    return total
 
 
 @dataclass(frozen=True)

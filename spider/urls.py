@@ -142,10 +142,17 @@ import re2 as _re2
 from ada_url._ada_wrapper import ffi as _ffi
 from ada_url._ada_wrapper import lib as _ada
 
-try:  # requests depends on idna; without it only the punycode check below is skipped.
-    import idna as _idna
-except ImportError:  # pragma: no cover - exercised only without the package
-    _idna = None  # type: ignore[assignment]
+
+@lru_cache(maxsize=None)
+def _idna():  # type: ignore[no-untyped-def]
+    """The idna package, imported on the first "xn--" label to check (~1 ms of every start
+    otherwise); None without it (requests depends on it): only that check is skipped then."""
+    try:
+        import idna
+    except ImportError:  # pragma: no cover - exercised only without the package
+        return None
+    return idna
+
 
 __all__ = [
     "TRACKING_PARAMS",
@@ -285,10 +292,11 @@ def _check_punycode(host: str) -> None:
             raise ValueError(f"invalid punycode label {label!r}") from None
         if not decoded or decoded.isascii() or unicodedata.normalize("NFC", decoded) != decoded:
             raise ValueError(f"invalid punycode label {label!r}")
-        if _idna is not None:
+        idna = _idna()
+        if idna is not None:
             try:
-                valid = _idna.uts46_remap(decoded, std3_rules=False, transitional=False) == decoded
-            except _idna.IDNAError:
+                valid = idna.uts46_remap(decoded, std3_rules=False, transitional=False) == decoded
+            except idna.IDNAError:
                 valid = False
             if not valid:
                 raise ValueError(f"invalid punycode label {label!r}")

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import os
 import re
 import time
@@ -166,6 +165,8 @@ def warc_date(t: float) -> str:
 
 def digest(data: bytes | Iterable[bytes]) -> str:
     """``sha1:`` + base32, the labelled digest of 5.8 and 5.9."""
+    import hashlib   # (here: OpenSSL's sha1, faster on a body, loaded only with --warc)
+
     h = hashlib.sha1()
     for piece in ([data] if isinstance(data, bytes) else data):
         h.update(piece)

@@ -590,3 +590,19 @@ def test_a_worker_joining_gets_hosts_before_the_holders_next_tick(redis_server: 
         assert len(two.claim(4, time.time() + 5, lambda host: 1.0).claims) == 2
     finally:
         thread.stop()
+
+
+def test_what_lives_before_a_workers_fork_is_kept_out_of_the_collectors_sight(monkeypatch):
+    """The parent freezes its objects (gc.freeze) right before each worker's fork: no worker's
+    cyclic collection walks the modules it inherits, and the parent's exit does not either."""
+    import gc
+    from spider import crawl
+    from spider.cluster import ClusterCrawl
+    seen = []
+    monkeypatch.setattr(crawl.Crawl, "_start_worker", lambda self, store: seen.append(gc.get_freeze_count()) or "p")
+    gc.unfreeze()
+    try:
+        assert ClusterCrawl.__new__(ClusterCrawl)._start_worker(None) == "p"
+    finally:
+        gc.unfreeze()
+    assert seen and seen[0] > 1000

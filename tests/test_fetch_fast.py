@@ -127,9 +127,13 @@ def test_urls_not_in_normal_form_still_take_requests_path(site: TestSite, fetche
     assert site.requests[-1].target in ("/a", "/caf%C3%A9")
 
 
-def test_the_timer_is_off_between_fetches_and_its_handler_stays(site: TestSite, fetcher: Fetcher) -> None:
+def test_the_timer_is_off_once_the_fetcher_is_closed_and_its_handler_stays(site: TestSite, fetcher: Fetcher) -> None:
+    """Between fetches the --max-time timer may run on (it is not set again for every fetch,
+    ``test_fetch_syscalls``), to ring within --max-time at most; closing the fetcher stops it."""
     site.route("/a", body=PAGE)
     _ok(fetcher.fetch(site.url("/a")))
+    assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 2.0
+    fetcher.close()
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     from spider import fetch
     assert signal.getsignal(signal.SIGALRM) is fetch._on_alarm

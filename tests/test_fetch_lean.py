@@ -18,6 +18,7 @@ import time
 import pytest
 import urllib3
 
+from spider import fetch
 from spider.config import CrawlConfig
 from spider.fetch import Fetcher, Response
 from spider.policy import FetchFailure
@@ -68,6 +69,14 @@ ANSWERS: dict[str, list[bytes | str]] = {
     "bare LF line ends": [b"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 6\n\n<html>"],
     "a lone CR in a header": [b"HTTP/1.1 200 OK\r\nContent-Type: text/html\rX\r\nContent-Length: 6\r\n\r\n<html>"],
     "lengths 6, 6": [H + b"Content-Length: 6, 6\r\n\r\n<html>", "close"],
+    # lengths that are not plain ASCII digits (int() reads some of them, str.isdigit others)
+    "a length with a sign": [H + b"Content-Length: +6\r\n\r\n<html>"],
+    "a length with an underscore": [H + b"Content-Length: 0_6\r\n\r\n<html>"],
+    "a length in superscript": [H + b"Content-Length: \xb2\r\n\r\n<html>", "close"],
+    "a length and a space": [H + b"Content-Length: 6 \r\n\r\n<html>"],
+    "an empty length": [H + b"Content-Length:\r\n\r\n<html>", "close"],
+    "a length repeated": [H + b"Content-Length: 6\r\nContent-Length: 6\r\n\r\n<html>"],
+    "a length with identity transfer coding": [H + b"Transfer-Encoding: identity\r\nContent-Length: 6\r\n\r\n<html>"],
     "two different lengths": [H + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"],
     "a length with chunked": [H + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n6\r\n<html>\r\n0\r\n\r\n"],
     "gzip, chunked as transfer coding": [H + b"Transfer-Encoding: gzip, chunked\r\nContent-Length: 6\r\n\r\n<html>"],
@@ -209,13 +218,13 @@ def test_a_direct_response_is_read_without_urllib3s_or_http_clients_response(mon
 
 def test_the_request_head_is_made_once_for_the_same_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[str] = []
-    putrequest = http.client.HTTPConnection.putrequest
+    head_after_line = fetch._Direct._head_after_line   # (http.client's lines, or the same made without it)
 
-    def counted(self: http.client.HTTPConnection, method: str, url: str, *args: object, **kwargs: object) -> None:
+    def counted(self: fetch._Direct, method: str, headers: dict[str, str]) -> bytes:
         made.append(method)
-        putrequest(self, method, url, *args, **kwargs)  # type: ignore[arg-type]
+        return head_after_line(self, method, headers)
 
-    monkeypatch.setattr(http.client.HTTPConnection, "putrequest", counted)
+    monkeypatch.setattr(fetch._Direct, "_head_after_line", counted)
     server = RawServer(_keep_alive)
     f = Fetcher(CrawlConfig(connect_timeout=1.0, read_timeout=1.0, max_time=3.0))
     try:

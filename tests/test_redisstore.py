@@ -977,3 +977,79 @@ def test_a_block_of_lines_of_several_sources_keeps_each_lines_source(make, batch
     assert [(f[0], f[4]) for f in left] == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]
     rest = claim_all(one, 1)
     assert rest == [(f"{A}{i}", sources[i]) for i in range(1 + len(got), 7)]
+
+
+def test_an_add_costs_a_few_commands_whatever_its_entries(make):
+    """An add reads the fingerprint strings with one MGET and writes them with one MSET, takes
+    its sequence numbers with one INCRBY and raises each host's admitted count once: not four
+    commands an entry. The end state is that of the entries taken one by one: the same order,
+    a URL twice in one add queued once, the host budget counted across the add."""
+    one = make(1, max_per_host=30)
+    one.add([QueueEntry(A + "0")])
+    one.r.config_resetstat()
+    entries = [QueueEntry(f"{h}{i}") for i in range(1, 40) for h in (A, B)] + [QueueEntry(A + "5")]
+    new = one.add(entries)
+    stats = one.r.info("commandstats")
+    assert stats["cmdstat_mget"]["calls"] == 1 and stats["cmdstat_mset"]["calls"] == 1
+    assert stats["cmdstat_incrby"]["calls"] == 1
+    assert "cmdstat_incr" not in stats
+    assert stats["cmdstat_get"]["calls"] == stats["cmdstat_set"]["calls"] == 19   # the refused: P:over
+    assert stats["cmdstat_hincrby"]["calls"] == 3      # a.test's admitted, b.test's, pending
+    assert [e.url for e in new] == [f"{h}{i}" for i in range(1, 40) for h in (A, B)
+                                    if int(h == A) + i <= 30]
+    assert len(one.lines("rejected")) == 19             # 10 of a.test, 9 of b.test, once each
+    assert [u for u, _ in claim_all(one, 1)] == [A + "0"] + [e.url for e in new]   # best key first: as added
+    assert one.known([A + "5", B + "30", B + "31"]) == {A + "5", B + "30"}
+
+
+def test_buffered_writes_ride_as_the_scripts_last_arguments(make):
+    """A worker's buffered writes go with its next script as that script's last arguments, their
+    count after a NUL in the prefix (each string a script makes costs Redis a pass over its bytes:
+    one packed argument was made three times); the script sees its own arguments only."""
+    one = make(1, defer=True)
+    calls = spy(one, "_first_known")
+    one.add([QueueEntry(A + "1"), QueueEntry(A + "2")])
+    [a1] = one.claim(1, 0.0, no_delay).claims
+    one.log("links", "a1\tlinks\n")
+    assert crawled(one, a1)
+    first, known = one.first_and_known("hash1", a1.url, [A + "2", A + "3"])
+    assert (first, known) == (a1.url, {A + "2"})
+    [args] = calls
+    assert args[0].startswith("p\x00")
+    n = int(args[0].split("\x00")[1])
+    assert args[1:4] == ["hash1", a1.url, args[3]] and len(args) == 4 + n
+    assert args[4:11] == [b"P", b"a.test", b"0", b"L", b"links", b"a1\tlinks\n", b"S"]   # pace, log, settle
+    assert one.lines("links") == ["a1\tlinks\n"] and one.refresh().crawled == 1
+
+
+def test_a_requeue_of_nothing_keeps_the_buffered_writes(make):
+    one = make(1, defer=True)
+    one.add([QueueEntry(A + "1")])
+    [a1] = one.claim(1, 0.0, no_delay).claims
+    assert crawled(one, a1)
+    assert one.requeue([]) == 0
+    one.flush()
+    assert one.refresh().crawled == 1 and one.refresh().in_flight == 0
+
+
+def test_a_page_costs_few_commands_inside_its_scripts(make):
+    """A page's text, new, is one HSETNX (no HGET); a settle on a host with lines ready asks
+    nothing about the lease (one ZCARD); a claim reads its host's fields once (one HMGET of
+    them, besides the two of the counts)."""
+    one = make(1, join=True, defer=True, batch=4)
+    one.add([QueueEntry(f"{A}{i}") for i in range(10)])
+    [c] = one.claim(1, 0.0, no_delay).claims
+    assert crawled(one, c)
+    one.flush()
+    one.r.config_resetstat()
+    got = one.claim(1, 0.0, no_delay)
+    assert len(got.claims) == 4
+    stats = one.r.info("commandstats")
+    assert stats["cmdstat_hmget"]["calls"] == 3
+    one.r.config_resetstat()
+    assert crawled(one, got.claims[0])
+    first, _ = one.first_and_known("hash2", got.claims[1].url, [])
+    assert first == got.claims[1].url
+    stats = one.r.info("commandstats")
+    assert stats["cmdstat_hsetnx"]["calls"] == 1 and stats["cmdstat_hget"]["calls"] == 1   # the settle's claim
+    assert stats["cmdstat_zcard"]["calls"] == 1 and "cmdstat_hexists" not in stats

@@ -155,7 +155,7 @@ def test_a_paced_host_ends_a_batch_and_one_alone_is_taken_alone(tmp_path: Path) 
     store.add([QueueEntry(f"{B}{i}") for i in range(6)])
     paced = lambda host: 1.0 if host == "b.test" else 0.0   # noqa: E731
     assert [c.url for c in store.claim(1, 0.0, paced).claims] == [B + "0"]
-    store.add([QueueEntry(f"{A}{i}") for i in range(6)])   # a.test keeps no pace, b.test does
+    store.add([QueueEntry(f"{A}{i}") for i in range(10)])   # a.test keeps no pace, b.test does
     got = [c.url for c in store.claim(1, 0.5, paced).claims]
     assert got == [A + "0", A + "1", A + "2", A + "3"]   # b.test's slot is taken until 1.0
     got = [c.url for c in store.claim(1, 2.0, paced).claims]
@@ -168,7 +168,7 @@ def test_a_batch_takes_no_url_of_a_paced_host_though_it_is_ready(tmp_path: Path)
     store = opened(tmp_path, owner=1)
     store.batch = CLAIM_BATCH
     store.add([QueueEntry(A + "0"), QueueEntry(B + "0"), QueueEntry(A + "1"), QueueEntry(B + "1"),
-               QueueEntry(A + "2"), QueueEntry(A + "3"), QueueEntry(A + "4"), QueueEntry(A + "5")])
+               *(QueueEntry(f"{A}{i}") for i in range(2, 10))])
     paced = lambda host: 30.0 if host == "b.test" else 0.0   # noqa: E731
     assert [c.url for c in store.claim(1, 0.0, paced).claims] == [A + "0", A + "1", A + "2", A + "3"]
     assert [c.url for c in store.claim(1, 0.0, paced).claims] == [B + "0"]   # alone
@@ -285,17 +285,53 @@ def test_a_batchs_host_that_answers_429_is_not_asked_again_before_its_retry_afte
 
 
 @pytest.mark.parametrize("order, workers, batch", [("bfs", 1, CLAIM_BATCH), ("dfs", 1, 1), ("best", 1, 1),
-                                                    ("bfs", 2, 1)])
+                                                    ("bfs", 2, CLAIM_BATCH)])
 def test_a_claim_takes_a_batch_only_in_an_order_a_batch_keeps(tmp_path: Path, order: str, workers: int,
                                                                batch: int):
     """In dfs the newest link goes first and in best a preferred one: URLs claimed before a page's
     links are known would not be the order's choice (tests/test_selection.py crawls it). With
-    several workers, one's batch of the next level can overtake another's last pages of this one:
-    a page met a level too deep, what it links to refused by --max-depth
-    (test_transfer.py::test_a_killed_file_crawl_is_recovered_by_push_and_finished_once_after_pull)."""
+    several workers a batch keeps to one level (the tests below)."""
     store = FileStore(tmp_path).open()
     try:
         Spider(CrawlConfig(seeds=(A,), delay=0.0, order=order, workers=workers), store)
         assert store.batch == batch
     finally:
         store.close()
+
+
+def _at(depth: int, *urls: str) -> list[QueueEntry]:
+    return [QueueEntry(u, depth) for u in urls]
+
+
+def test_a_batch_keeps_to_the_level_of_its_first_url(tmp_path: Path) -> None:
+    """With several workers, pages of the next level in one's batch could be crawled while another
+    still crawls this level's last pages, and meet first a level too deep what those link to
+    (then --max-depth refuses what that links to: test_transfer.py's kill/push/pull crawl lost a
+    page so, one run in four, when batches took any level)."""
+    store = opened(tmp_path, owner=1)
+    store.batch = CLAIM_BATCH
+    store.add(_at(0, A + "0") + _at(1, *(f"{A}1-{i}" for i in range(8))))
+    [first] = store.claim(1, 0.0, no_delay).claims
+    assert first.url == A + "0"   # alone: the other 8 URLs pending are a level deeper
+    store.settle(first, "crawled", record=crawled_line(first.url, 200, "text/html", 1, 0, 0))
+    got = [c.url for c in store.claim(1, 0.0, no_delay).claims]
+    assert got == [f"{A}1-{i}" for i in range(CLAIM_BATCH)]   # the next level is whole: a full batch
+
+
+def test_no_batch_while_another_worker_crawls_the_level_before(tmp_path: Path) -> None:
+    one, two = opened(tmp_path, owner=1), opened(tmp_path, owner=2)
+    one.batch = two.batch = CLAIM_BATCH
+    one.add(_at(0, A + "0") + _at(1, *(f"{A}1-{i}" for i in range(8))))
+    [first] = one.claim(1, 0.0, no_delay).claims
+    assert first.url == A + "0"
+    assert [c.url for c in two.claim(1, 0.0, no_delay).claims] == [A + "1-0"]   # one: level 0 in flight
+    one.settle(first, "crawled", record=crawled_line(first.url, 200, "text/html", 1, 0, 0))
+    assert [c.url for c in two.claim(1, 0.0, no_delay).claims] == [f"{A}1-{i}" for i in range(1, 5)]
+
+
+def test_a_levels_last_pages_are_shared_out_not_batched_by_one_worker(tmp_path: Path) -> None:
+    store = opened(tmp_path, owner=1)
+    store.batch = CLAIM_BATCH
+    store.add(_at(1, *(f"{A}1-{i}" for i in range(3))) + _at(2, *(f"{A}2-{i}" for i in range(20))))
+    assert len(store.claim(1, 0.0, no_delay).claims) == 2   # of the level's 3, though 23 are pending
+    assert len(store.claim(1, 0.0, no_delay).claims) == 1

@@ -38,6 +38,8 @@ class Claim:
 
 @dataclass
 class ClaimResult:
+    """What one claim gives a worker: its claims, and the queue around them."""
+
     claims: list[Claim]
     pending: int
     in_flight: int
@@ -52,6 +54,8 @@ class ClaimResult:
 
 @dataclass
 class Counts:
+    """How many URLs the store holds in each state (the status line, the summary)."""
+
     pending: int = 0
     in_flight: int = 0
     crawled: int = 0     # pages (redirect hops not included)

@@ -84,6 +84,7 @@ _PID = [os.getpid()]   # this process's pid: os.getpid() is a system call, and t
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))   # a forked worker: its own
 _NO_STATE = HostState()   # a host never heard of (frozen: shared, not built per question)
 ENDED = frozenset({"crawled", "failed", "rejected"})   # logs whose last line a person may leave open
+_OUTCOME_LOG = {"failed": "failed", "rejected": "rejected"}   # the log of a settled claim's record (else crawled)
 CLAIM_BATCH = 4   # URLs a worker's claim takes at --delay 0 while their hosts keep no pace (``batch_size``)
 PASTE_LINES = 500   # pasted lines judged per claim step (paste.py): the first fetch does not wait for them
 PASTE_ROUNDS = 20   # more steps of it in one claim when nothing else can be taken
@@ -112,6 +113,7 @@ class FrontierLock:
         self._fd: int | None = None
         self._pid = 0
         self.depth = 0   # nested holds of this process (``FileStore.hold``): the outermost one locks
+        self.holds = 0   # outermost acquisitions so far: names the current hold (``_File.known``)
 
     def __enter__(self) -> "FrontierLock":
         if self._pid != _PID[0]:
@@ -126,6 +128,7 @@ class FrontierLock:
         # lets go with it. Nobody holds it across network I/O, so the wait is microseconds.
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.depth = 1
+        self.holds += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -149,6 +152,15 @@ class _File:
         self.fd: int | None = None
         self.ino: int | None = None
         self.pos = 0
+        # (lock hold, size): the file's size as that hold of the frontier lock saw it when it
+        # began or left it with our own appends (``size_in``); no process of the crawl appends
+        # to the journal without the lock, so within the hold it is the size, no fstat needed.
+        self.known = (0, 0)
+
+    def size_in(self, hold: int) -> int | None:
+        """The file's size as lock hold ``hold`` knows it (``known``), else None (ask)."""
+        h, size = self.known
+        return size if h == hold else None
 
     def look(self) -> os.stat_result | None:
         """The file at our path now (None: there is none)."""
@@ -243,7 +255,7 @@ class _File:
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
-        self.fd, self.ino, self.pos = None, None, 0
+        self.fd, self.ino, self.pos, self.known = None, None, 0, (0, 0)
 
 
 class _Hold:
@@ -256,14 +268,18 @@ class _Hold:
 
     def __enter__(self) -> None:
         store = self.store
-        store._guard(store.lock.__enter__)
-        if store._holding:
-            return
+        lock = store.lock
         try:
-            store._guard(store._sync)
-        except BaseException:
-            store.lock.__exit__()
-            raise
+            lock.__enter__()
+            if store._holding:
+                return
+            try:
+                store._sync()
+            except BaseException:
+                lock.__exit__()
+                raise
+        except OSError as e:
+            raise store._error(e) from None
         store._holding = self.outer = True
 
     def __exit__(self, *exc: object) -> None:
@@ -320,8 +336,10 @@ class FileStore:
         self._log_fds: dict[str, tuple[int, Path]] = {}     # open append-only logs of this process
         self._log_pid = _PID[0]
         self._log_ends: dict[str, int] = {}   # where our last record ended in an outcome log (``_end_log``)
+        self._log_inos: dict[str, int] = {}   # the inode our rejected.txt descriptor writes to
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
+        self._cold: dict[str, int] = {}   # URLs found missing lately, and their fingerprints (``known``)
         self._track_seen = track_seen
         self._indexing = True   # False: the dedup table only, for judging pasted lines (drop_index)
         self.seen: SeenSet | SharedSeen = SeenSet(stable=True)   # stable: it is saved in frontier.view
@@ -497,9 +515,16 @@ class FileStore:
                 self._recount()
             self._read_journal(count=not running)
         else:   # the same files as we hold: the sizes we just saw are theirs
-            self._read_queue(size=sq.st_size, flush=False)   # type: ignore[union-attr]
-            self._read_journal(size=sc.st_size)   # type: ignore[union-attr]
-            self._flush_skips()
+            q, c = self._queue, self._claims
+            # (Nothing appended since our last look, as mostly: nothing to read.)
+            if sq.st_size != q.pos:   # type: ignore[union-attr]
+                self._read_queue(size=sq.st_size, flush=False)   # type: ignore[union-attr]
+            if sc.st_size != c.pos:   # type: ignore[union-attr]
+                self._read_journal(size=sc.st_size)   # type: ignore[union-attr]
+            if self.lock.depth:   # our records of this hold go at that size (``_journal``)
+                c.known = (self.lock.holds, sc.st_size)   # type: ignore[union-attr]
+            if self._skips:
+                self._flush_skips()
 
     def _recount(self) -> None:
         """The pages done, from crawled.txt and failed.txt (the journal's records that settled
@@ -723,28 +748,10 @@ class FileStore:
             self._records += 1
         if kind == "C":
             _, off, end, owner, nxt, qline = record.rstrip("\n").split("\t", 5)
-            self._consume(int(off), int(end), True)
-            url = qline.split("\t", 1)[0]
-            self._inflight[url] = (int(owner), qline)
-            host = host_key(url)
-            t = float(nxt)
-            if t > self._host_next.get(host, 0.0):
-                self._host_next[host] = t
+            self._claimed(int(off), int(end), int(owner), float(nxt), qline)
         elif kind == "D":
             _, what, url = record.rstrip("\n").split("\t", 2)
-            self._inflight.pop(url, None)
-            if not count and what in ("crawled", "failed", "hop"):
-                pass   # counted from the files (``_recount``)
-            elif what == "crawled":
-                self._crawled += 1
-            elif what == "failed":
-                self._failed += 1
-            elif what == "hop":
-                self._hops += 1
-            elif what == "rejected":
-                self._refused += 1
-            elif what == "rechecked":
-                self._rechecked += 1
+            self._settled(what, url, count)
         elif kind == "S":
             _, off, end, counted = record.rstrip("\n").split("\t")
             n = int(counted)   # data lines: 0 or 1, or the lines of a judged pasted stretch
@@ -764,6 +771,32 @@ class FileStore:
             self._host_state[host] = state
             self._host_next[host] = state.next_allowed
 
+    def _claimed(self, off: int, end: int, owner: int, nxt: float, qline: str) -> None:
+        """A ``C`` record: the queue line at [off, end) is claimed by ``owner``, its host
+        reserved until ``nxt`` (read from the journal, or our own claim applied as written)."""
+        self._consume(off, end, True)
+        url = qline.split("\t", 1)[0]
+        self._inflight[url] = (owner, qline)
+        host = host_key(url)
+        if nxt > self._host_next.get(host, 0.0):
+            self._host_next[host] = nxt
+
+    def _settled(self, what: str, url: str, count: bool = True) -> None:
+        """A ``D`` record: the claim on ``url`` is over, ``what`` says how."""
+        self._inflight.pop(url, None)
+        if not count and what in ("crawled", "failed", "hop"):
+            pass   # counted from the files (``_recount``)
+        elif what == "crawled":
+            self._crawled += 1
+        elif what == "failed":
+            self._failed += 1
+        elif what == "hop":
+            self._hops += 1
+        elif what == "rejected":
+            self._refused += 1
+        elif what == "rechecked":
+            self._rechecked += 1
+
     def _consume(self, off: int, end: int, counted: int) -> None:
         """Lines [off, end) of queue.txt are taken (claimed or skipped); ``counted`` of them are
         data lines."""
@@ -781,15 +814,30 @@ class FileStore:
         """Append journal records and apply them to our own view (caller holds the lock, synced)."""
         if not records:
             return
-        _, self._claims.pos = self._claims.append("".join(records))
+        self._write_journal("".join(records))
         for r in records:
             self._apply(r)
+
+    def _write_journal(self, text: str) -> None:
+        """Append records to claims.txt (caller holds the lock, synced): at the size this hold
+        knows (``_File.known``: looked at when the hold began, moved on by our own records), so
+        a page's D record or a claim costs one write and no fstat."""
+        c, lock = self._claims, self.lock
+        if not lock.depth:   # (without the lock nothing is known: asked)
+            _, c.pos = c.append(text)
+            return
+        hold = lock.holds
+        _, c.pos = c.append(text, c.size_in(hold))
+        c.known = (hold, c.pos)
 
     def _guard(self, fn: Callable[..., object], *args: object) -> object:
         try:
             return fn(*args)
         except OSError as e:
-            raise StoreError(f"{e.filename or self.folder}: {e.strerror or e}") from None
+            raise self._error(e) from None
+
+    def _error(self, e: OSError) -> StoreError:
+        return StoreError(f"{e.filename or self.folder}: {e.strerror or e}")
 
     # -- counts ----------------------------------------------------------------------------------
     def known(self, urls: Iterable[str]) -> set[str]:
@@ -797,19 +845,34 @@ class FileStore:
 
         A page's menu links are the same on every page: each costs a BLAKE2b fingerprint to look
         up in the table, so the URLs found there lately are kept as strings too (``_hot``, at most
-        HOT_URLS; a URL never leaves a table, and a new table starts a new set)."""
-        seen, hot = self.seen, self._hot
+        HOT_URLS; a URL never leaves a table, and a new table starts a new set). A URL found
+        missing may be added any time, so it is looked up again each time, but with the
+        fingerprint kept from the last time (``_cold``): the links a page has that are never
+        queued (other sites, refused) are the same on every page too."""
+        seen, hot, cold = self.seen, self._hot, self._cold
         if self._hot_of is not seen or len(hot) > HOT_URLS:
             hot.clear()
+            cold.clear()
             self._hot_of = seen
         if not isinstance(urls, (list, tuple)):
             urls = list(urls)
         out = hot.intersection(urls)   # a page's menu links: all of them, mostly (a set operation)
         if len(out) < len(urls):
+            if len(cold) > HOT_URLS:
+                cold.clear()
+            has, fingerprint = seen.has, seen.fingerprint
             for u in urls:
-                if u not in out and u in seen:
+                if u in out:
+                    continue
+                fp = cold.get(u)
+                if fp is None:
+                    fp = fingerprint(u)
+                if has(fp):
                     out.add(u)
                     hot.add(u)
+                    cold.pop(u, None)
+                else:
+                    cold[u] = fp
         return out
 
     def counts(self) -> Counts:
@@ -818,7 +881,7 @@ class FileStore:
         for owner, _ in self._inflight.values():
             by_owner[owner] = by_owner.get(owner, 0) + 1
         return Counts(
-            pending=max(0, self._lines - self._consumed),   # never shown negative, whatever an edit did
+            pending=self._pending(),
             in_flight=len(self._inflight),
             crawled=self._base.crawled + self._crawled,
             hops=self._base.hops + self._hops,
@@ -827,6 +890,9 @@ class FileStore:
             rejected=self._refused,
             rechecked=self._rechecked,
         )
+
+    def _pending(self) -> int:
+        return max(0, self._lines - self._consumed)   # never shown negative, whatever an edit did
 
     def refresh(self) -> Counts:
         def go() -> Counts:
@@ -851,16 +917,18 @@ class FileStore:
     def _claim(self, limit: int, now: float, delay_for: Callable[[str], float]) -> ClaimResult:
         with self.lock:
             self._sync()
-            c = self.counts()
-            if c.pending == self._held and not c.in_flight and self._end_typed_line():
-                c = self.counts()   # the crawl would end here: take a line typed without its newline
+            pending = self._pending() - self._held   # (what may be claimed, the held lines left out)
+            if not pending and not self._inflight and self._end_typed_line():
+                pending = self._pending() - self._held   # the crawl would end here: take a line typed without its newline
             # New URLs --max-pages still allows (a batch's included: the budget is never overshot)
-            room = claim_limit(max(limit, self.batch), self.max_pages, c)
+            room = max(limit, self.batch)
+            if self.max_pages is not None:
+                room = claim_limit(room, self.max_pages, self.counts())
             want = limit   # raised to a batch by a first URL whose host keeps no pace
             mark = (self._queue.pos, self._claims.pos)
             if self._idle is not None and self._idle[0] == mark and now < self._idle[1]:
                 # Nothing changed since a search that found everything waiting: no need to redo it.
-                return ClaimResult([], c.pending - self._held, c.in_flight, self._idle[1], False)
+                return ClaimResult([], pending, len(self._inflight), self._idle[1], False)
             self._release_due(now)
             self._read = (0, b"")   # what ``_line_at`` read in this step only
             taken: list[Claim] = []
@@ -870,7 +938,8 @@ class FileStore:
             # A batch's further URLs (``batch_size``): only of hosts that keep no pace, so every
             # one of them may be fetched right after the other.
             unpaced = lambda h: host_next.get(h, 0.0) if delay_for(h) <= 0 else math.inf   # noqa: E731
-            wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck), ready_at)
+            wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck),
+                                ready_at) if self._delayed else None
             rounds = PASTE_ROUNDS
             while len(taken) < want:
                 # The selection policy (spider/order.py): the best URL of a host that is ready;
@@ -894,7 +963,7 @@ class FileStore:
                         append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {why}"))
                     self._journal([f"S\t{off}\t{end}\t1\n"])
                     continue
-                if not is_data(line):
+                if line[:4] != "http" and not is_data(line):
                     self._journal([f"S\t{off}\t{end}\t0\n"])
                     continue
                 try:
@@ -906,6 +975,9 @@ class FileStore:
                     append_text(self.folder / REJECTED, rejected_line(line.rstrip("\n"), f"bad queue line: {e}"))
                     self._journal([f"S\t{off}\t{end}\t1\n"])
                     continue
+                if more and entry.depth != taken[0].entry.depth:   # a batch keeps to one level
+                    index.push(host, self._score(entry.url, entry.depth), off)
+                    break
                 recheck = entry.kind == "recheck"
                 if entry.not_before > now:   # not due yet after all: back to the waiting room
                     heapq.heappush(self._delayed, (entry.not_before, off, host,
@@ -915,22 +987,40 @@ class FileStore:
                 delay = delay_for(host)
                 # Round the reservation up to the millisecond written, so politeness never shrinks.
                 nxt = f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
-                rec = f"C\t{off}\t{end}\t{self.owner}\t{nxt}\t{line.rstrip(chr(10))}\n"
-                self._apply(rec)   # so the host's next URL sees the reservation
-                records.append(rec)
+                qline = line.rstrip("\n")
+                records.append(f"C\t{off}\t{end}\t{self.owner}\t{nxt}\t{qline}\n")
+                self._records += 1   # applied as _apply would read it back: so the host's next URL sees the reservation
+                self._claimed(off, end, self.owner, float(nxt), qline)
                 taken.append(Claim(entry, self.owner))
                 if room and not recheck:
                     room -= 1
-                want = batch_size(want, limit, self.batch, len(taken), delay, c.pending - self._held)
+                batch = self._level_batch(host, entry) if len(taken) == 1 else self.batch
+                want = batch_size(want, limit, batch, len(taken), delay, pending)
             if records:
-                _, self._claims.pos = self._claims.append("".join(records))
+                self._write_journal("".join(records))
             self._idle = None
             if not taken and wait is not None:
                 self._idle = ((self._queue.pos, self._claims.pos), wait)
-            c = self.counts()
             # Used up: no new URL may be taken, and no recheck is left to take now or later.
             used_up = room == 0 and not taken and wait is None
-            return ClaimResult(taken, c.pending - self._held, c.in_flight, wait, used_up)
+            return ClaimResult(taken, self._pending() - self._held, len(self._inflight), wait, used_up)
+
+    def _level_batch(self, host: str, entry: QueueEntry) -> int:
+        """The most URLs a batch that starts with ``entry`` may take, so that with several workers
+        a batch never lets pages of the next level overtake this one's (a page met a level too
+        deep, and what it links to refused by --max-depth): no batch while a claim of a shallower
+        level is in flight (another worker still crawls the level before), a batch only of this
+        level (``_claim``), and at most half of what is left of it on this host, so the workers
+        share a level's last pages one by one, as unbatched claims would."""
+        if self.batch <= 1:
+            return 1
+        depth = entry.depth
+        for _, qline in self._inflight.values():
+            fields = qline.split("\t", 2)
+            if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) < depth:
+                return 1
+        left = self._frontier.left(host, self._score(entry.url, depth))
+        return max(1, min(self.batch, (left + 2) // 2))
 
     def _end_typed_line(self) -> bool:
         """A last queue line without its newline (``printf URL >> queue.txt`` while the crawl
@@ -1046,16 +1136,16 @@ class FileStore:
             for e in entries:
                 if e.url in self.seen or e.url in batch:
                     continue
-                h = host_key(e.url)
-                if cap is not None and admitted.get(h, 0) >= cap:
-                    if self._over_budget.add(e.url):   # logged once, not on every page linking it
-                        over.append(rejected_line(e.url, "host budget", e.source))
-                    continue
-                mark(e.url)
                 if cap is not None:
+                    h = host_key(e.url)
+                    if admitted.get(h, 0) >= cap:
+                        if self._over_budget.add(e.url):   # logged once, not on every page linking it
+                            over.append(rejected_line(e.url, "host budget", e.source))
+                        continue
                     admitted[h] = admitted.get(h, 0) + 1
+                mark(e.url)
                 new.append(e)
-            over = self._fresh_refusals(over)
+            over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
             if over:
                 append_text(self.folder / REJECTED, "".join(over))
                 self._fresh_refusals([])   # ours are in the set now
@@ -1109,13 +1199,16 @@ class FileStore:
         with self.lock:
             self._sync()
             if record is not None:   # crawled.txt, failed.txt and rejected.txt stay open too
-                name = {"failed": "failed", "rejected": "rejected"}.get(kind, "crawled")
+                name = _OUTCOME_LOG.get(kind, "crawled")
                 self._end_log(name)
                 self._log(name, record)
             if requeue is not None:
                 _, end = self._queue.append(requeue.line())
                 self._read_queue(size=end)
-            self._journal([f"D\t{kind}\t{claim.url}\n"])
+            url = claim.url
+            self._write_journal(f"D\t{kind}\t{url}\n")
+            self._records += 1
+            self._settled(kind, url)
 
     def reissue(self, owner: int) -> int:
         """Put the claims of a dead owner back in the queue; returns how many."""
@@ -1170,28 +1263,33 @@ class FileStore:
 
         hashes.txt (``HASH<TAB>URL``, append-only) remembers the first page of each text across
         workers and runs; each process keeps 64 bits of each hash and the line's offset."""
-        def go() -> str:
-            with self.lock:
-                st = self._hashes.look()
-                if self._hashes.reopen_if_replaced(st):
-                    self._hashes.pos, self._texts, st = 0, {}, None
-                for off, _end, line in self._hashes.read_new(None if st is None else st.st_size):
+        return self._guard(self._first_with_text, text_hash, url)  # type: ignore[return-value]
+
+    def _first_with_text(self, text_hash: str, url: str) -> str:
+        with self.lock:
+            h = self._hashes
+            st = h.look()
+            if h.reopen_if_replaced(st):
+                h.pos, self._texts, st = 0, {}, None
+            size = None if st is None else st.st_size
+            if size != h.pos:   # (as mostly, nothing appended since our own line: nothing to read)
+                texts = self._texts
+                for off, _end, line in h.read_new(size):
                     key = _hash_key(line.split("\t", 1)[0])
                     if key is not None:
-                        self._texts.setdefault(key, off)
-                key = _hash_key(text_hash)
-                if key is None:
-                    return url
-                if key in self._texts:
-                    first = self._hashes.read_at(self._texts[key], 16384).split(b"\n", 1)[0]
-                    fields = first.decode("utf-8", "replace").split("\t")
-                    if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
-                        return fields[1].strip()
-                    # a line cut by power loss, or another hash sharing these 64 bits: not a copy
-                off, self._hashes.pos = self._hashes.append(f"{text_hash}\t{url}\n", None if st is None else st.st_size)
-                self._texts[key] = off
+                        texts.setdefault(key, off)
+            key = _hash_key(text_hash)
+            if key is None:
                 return url
-        return self._guard(go)  # type: ignore[return-value]
+            if key in self._texts:
+                first = h.read_at(self._texts[key], 16384).split(b"\n", 1)[0]
+                fields = first.decode("utf-8", "replace").split("\t")
+                if len(fields) > 1 and fields[0].strip() == text_hash and fields[1].strip():
+                    return fields[1].strip()
+                # a line cut by power loss, or another hash sharing these 64 bits: not a copy
+            off, h.pos = h.append(f"{text_hash}\t{url}\n", size)
+            self._texts[key] = off
+            return url
 
     def log(self, name: str, text: str) -> None:
         """Append whole lines to an append-only log (``LOGS``: rejected.txt, fetch.log, ...).
@@ -1200,22 +1298,41 @@ class FileStore:
 
         rejected.txt is the exception: a refused URL is logged once per crawl, whichever worker
         of whichever run refuses it (``_fresh_refusals``), so its lines are written under the lock."""
-        self._guard(self._log_refusals if name == "rejected" else self._log, name, text)
+        if name == "rejected":
+            self._guard(self._log_refusals, name, text)
+            return
+        try:
+            self._log(name, text)
+        except OSError as e:
+            raise self._error(e) from None
 
     def _log_refusals(self, name: str, text: str) -> None:
         with self.lock:
-            fresh = self._fresh_refusals(text.splitlines(keepends=True))
-            if fresh:
+            f = self._rejects
+            st = f.look()
+            fresh = self._fresh_refusals(text.splitlines(keepends=True), st)
+            if not fresh:
+                return
+            fd, path = self._log_fd(name)
+            if st is not None and f.pos == st.st_size and f.ino == st.st_ino == self._log_inos[name]:
+                # Read to its end (so it ends with a newline) through the file we write to:
+                # ours go right there, and are in the set already (no fstat, no read back).
+                data = "".join(fresh).encode("utf-8")
+                safefs.write_whole(fd, data, path)
+                f.pos = self._log_ends[name] = st.st_size + len(data)
+            else:
                 self._end_log(name)
                 self._log(name, "".join(fresh))
                 self._fresh_refusals([])   # ours are in the set now
 
-    def _fresh_refusals(self, lines: list[str]) -> list[str]:
+    def _fresh_refusals(self, lines: list[str], st: os.stat_result | None | bool = True) -> list[str]:
         """The lines of ``lines`` whose URL (``refusal_key``) rejected.txt does not hold yet, as
         any process of the crawl wrote it (read incrementally, as queue.txt is; caller holds
-        the lock). Cost per line: one fingerprint lookup; the file is read once per process."""
+        the lock). Cost per line: one fingerprint lookup; the file is read once per process.
+        ``st``: what ``_File.look`` just saw of rejected.txt (by default, look now)."""
         f = self._rejects
-        st = f.look()
+        if st is True:
+            st = f.look()
         if f.reopen_if_replaced(st):
             self._refusals, st = SeenSet(), None
         add = self._refusals.add
@@ -1233,7 +1350,7 @@ class FileStore:
 
     def _log_fd(self, name: str) -> tuple[int, Path]:
         if self._log_pid != _PID[0]:   # a forked worker opens its own descriptors
-            self._log_fds, self._log_ends, self._log_pid = {}, {}, _PID[0]
+            self._log_fds, self._log_ends, self._log_inos, self._log_pid = {}, {}, {}, _PID[0]
         out = self._log_fds.get(name)
         if out is None:
             path = self.folder / LOGS[name]
@@ -1241,6 +1358,8 @@ class FileStore:
             fd = safefs.open_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT) if name in ENDED else \
                 safefs.open_append(path)
             out = self._log_fds[name] = (fd, path)
+            if name == "rejected":   # is it the file ``_rejects`` reads? (``_log_refusals``)
+                self._log_inos[name] = os.fstat(fd).st_ino
         return out
 
     def _end_log(self, name: str) -> None:
@@ -1400,7 +1519,7 @@ class FileStore:
         if self._log_pid == _PID[0]:
             for fd, _ in self._log_fds.values():
                 os.close(fd)
-        self._log_fds, self._log_ends = {}, {}
+        self._log_fds, self._log_ends, self._log_inos = {}, {}, {}
         lock = self.lock
         if lock._fd is not None and lock._pid == _PID[0] and not lock.depth:
             os.close(lock._fd)

@@ -56,7 +56,6 @@ import socket
 import threading
 import time
 from dataclasses import replace
-from hashlib import blake2b
 from typing import Any, Callable, Iterable, TypeVar
 
 try:
@@ -64,6 +63,7 @@ try:
 except ImportError:   # an optional extra: pip install -e ".[redis]"
     redis = None  # type: ignore[assignment]
 
+from ..hashes import blake2b
 from ..order import Order
 from ..politeness import HostState
 from ..records import QueueEntry, parse_queue_line, rejected_line
@@ -82,9 +82,20 @@ HOT_KNOWN = 4096             # of those, the URLs seen lately kept as strings to
 
 _LUA_COMMON = r"""
 local PFX, OPS = ARGV[1], nil
-do   -- "PREFIX\0OPS": writes the worker buffered since its last call (RedisStore._carry)
+do   -- "PREFIX\0N": the last N arguments are the writes the worker buffered since its last call
+  -- (RedisStore._carry), each op its name then its fields; taken off ARGV, so each script sees
+  -- its own arguments only. Not one packed string: every string made in Lua costs Redis a pass
+  -- over its bytes (its hash), and a page's log lines are ~2 KB.
   local z = string.find(PFX, '\0', 1, true)
-  if z then OPS = string.sub(PFX, z + 1); PFX = string.sub(PFX, 1, z - 1) end
+  if z then
+    local top = #ARGV
+    OPS = top - tonumber(string.sub(PFX, z + 1)) + 1   -- the first of them
+    PFX = string.sub(PFX, 1, z - 1)
+    local f = {}
+    for i = OPS, top do f[#f + 1] = ARGV[i] end
+    for i = top, OPS, -1 do ARGV[i] = nil end   -- from the end: #ARGV is the script's own count
+    OPS = f
+  end
 end
 local function k(name) return PFX .. ':' .. name end
 local function hk(name, host) return PFX .. ':' .. name .. ':{' .. host .. '}' end
@@ -125,7 +136,13 @@ local function push_ready(host, key, line)
 end
 -- queue a line; with ``touched`` (a batch), its host is indexed and the count kept once at the end
 local function push(host, line, score, lifo, not_before, touched)
-  local seq = redis.call('INCR', k('seq'))
+  local seq
+  if touched and touched.seq then   -- numbers the batch took at once (INCRBY), in the same order
+    touched.seq = touched.seq + 1
+    seq = touched.seq
+  else
+    seq = redis.call('INCR', k('seq'))
+  end
   local key = num(tonumber(score) * 68719476736 + (lifo == '1' and -seq or seq))
   local added
   if tonumber(not_before) > 0 then
@@ -187,16 +204,23 @@ local function take_lines(zkey, member, key, m, below)
     local nk = k + tonumber(string.sub(member, at, sp - 1))
     local lf2 = string.find(member, '\n', sp + 1, true)
     if #out >= m or (below and nk >= below) then
-      local rest = string.sub(member, sp + 1)
-      local head = string.sub(rest, 1, (lf2 and lf2 - sp or #rest + 1) - 1)
-      local own = string.sub(head, -2) ~= '\t^'
-      if not own then head = string.sub(head, 1, -2) .. src end
-      local tail = lf2 and string.sub(rest, lf2 - sp) or ''
-      if own and string.match(head, '[^\t]*$') ~= src then
-        tail = string.gsub(tail .. '\n', '\t%^\n', function() return '\t' .. src .. '\n' end)
-        tail = string.sub(tail, 1, -2)
+      -- the rest, made once (each string made costs Redis a pass over its bytes): unchanged
+      -- when its first line has the block's source, else that line or the '^' lines rewritten
+      local last = (lf2 or #member + 1) - 1   -- the rest's first line ends here
+      local rest
+      if string.sub(member, last - 1, last) == '\t^' then
+        rest = string.sub(member, sp + 1, last - 1) .. src .. (lf2 and string.sub(member, lf2) or '')
+      else
+        local head = string.sub(member, sp + 1, last)
+        if string.match(head, '[^\t]*$') == src then
+          rest = string.sub(member, sp + 1)
+        else
+          local tail = string.gsub((lf2 and string.sub(member, lf2) or '') .. '\n', '\t%^\n',
+                                   function() return '\t' .. src .. '\n' end)
+          rest = head .. string.sub(tail, 1, -2)
+        end
       end
-      redis.call('ZADD', zkey, num(nk), head .. tail)
+      redis.call('ZADD', zkey, num(nk), rest)
       return out
     end
     local line = string.sub(member, sp + 1, (lf2 or #member + 1) - 1)
@@ -225,7 +249,9 @@ end
 -- The host's lease summary, for readers outside the scripts (status, push, pull): ``lowner`` one
 -- holder, ``luntil`` the latest expiry; ``P:leases`` scores the host by its earliest expiry (the
 -- expiry scan of select_hosts finds it when any of its holders runs out).
+local HFIELDS = {}   -- host -> the fields of P:h:{host} slot_pace read in this script, until they change
 local function resum(host)
+  HFIELDS[host] = nil
   local all = redis.call('HGETALL', hk('l', host))
   local h = hk('h', host)
   if #all == 0 then
@@ -293,13 +319,18 @@ local function holders(host)
 end
 -- The host's slot, whether it keeps a pace (a delay, a slot ahead, failures, a reason such as
 -- Retry-After, or a pace not told yet: ``pace`` is the delay its last claimer works to, "0" for
--- none), one of its holders (false: none), and its pace as told (false: never). A host that keeps a
--- pace has one holder at most.
+-- none), one of its holders (false: none), its pace as told (false: never), and the fields read
+-- (next, pace, delay, failures, reason, lowner). A host that keeps a pace has one holder at most.
+-- Read once a script (a claim looked at its host three times): every write to them forgets them.
 local function slot_pace(host, now)
-  local st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
+  local st = HFIELDS[host]
+  if st == nil then
+    st = redis.call('HMGET', hk('h', host), 'next', 'pace', 'delay', 'failures', 'reason', 'lowner')
+    HFIELDS[host] = st
+  end
   local nxt = tonumber(st[1] or '0')
   return nxt, st[2] ~= '0' or nxt > now or tonumber(st[3] or '0') > 0 or tonumber(st[4] or '0') > 0
-              or (st[5] or '-') ~= '-', st[6], st[2]
+              or (st[5] or '-') ~= '-', st[6], st[2], st
 end
 -- May this owner claim on the host (``pc``: it keeps a pace), whose slot after the claim is
 -- ``nxt`` ('0': no delay)? Others hold it: only if shared, it keeping no pace.
@@ -311,11 +342,14 @@ end
 -- take (or keep) this owner's lease of the host, its expiry ttl ms from now; returns its token
 local function hold(host, owner, ttl)
   local l = hk('l', host)
-  local cur = redis.call('HGET', l, owner)
-  local tok
-  if cur then
-    tok = string.match(cur, '\t(.*)$')
-  else   -- a new lease, a new token: a settle under an earlier one is refused
+  local tok, seen = nil, HOLDERS[host]
+  if seen then   -- the holders as read in this script (expired ones let go): no need to ask
+    tok = seen[1][owner]
+  else
+    local cur = redis.call('HGET', l, owner)
+    if cur then tok = string.match(cur, '\t(.*)$') end
+  end
+  if tok == nil then   -- a new lease, a new token: a settle under an earlier one is refused
     HOLDERS[host] = nil
     tok = tostring(redis.call('HINCRBY', hk('h', host), 'tok', 1))
     redis.call('SADD', k('held:' .. owner), host)
@@ -380,7 +414,10 @@ local function settle(lifo, host, owner, url, tok, kind, logname, record, rhost,
   if rline ~= '' then push(rhost, rline, rscore, lifo, rnb) end
   -- the lease is not renewed here (5 commands a page): the lease thread renews it every second
   -- and each claim of the host does, so a settle only asks whether this owner still holds it
-  if redis.call('HEXISTS', hk('l', host), owner) == 1 then maybe_release(host, owner) end
+  -- (once the host has nothing ready: one ZCARD a page while it has)
+  if redis.call('ZCARD', hk('q', host)) == 0 and redis.call('HEXISTS', hk('l', host), owner) == 1 then
+    maybe_release(host, owner)
+  end
   return 1
 end
 -- extend this owner's leases of the hosts ARGV[from], ARGV[from + 1], ...; returns those it holds
@@ -393,24 +430,18 @@ local function renew(owner, lease, from)
 end
 -- a host's slot, only ever later
 local function later_slot(host, nxt)
+  HFIELDS[host] = nil
   local cur = redis.call('HGET', hk('h', host), 'next')
   if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', host), 'next', nxt) end
 end
--- the buffered writes, in order: netstrings "N:bytes", each op its name then its fields
+-- the buffered writes, in order: each op its name then its fields
 if OPS then
-  local f, at = {}, 1
-  while at <= #OPS do
-    local colon = string.find(OPS, ':', at, true)
-    local n = tonumber(string.sub(OPS, at, colon - 1))
-    f[#f + 1] = string.sub(OPS, colon + 1, colon + n)
-    at = colon + n + 1
-  end
-  local i = 1
+  local f, i = OPS, 1
   while i <= #f do
     local op = f[i]
     if op == 'L' then redis.call('RPUSH', k('log:' .. f[i + 1]), f[i + 2]); i = i + 3
     elseif op == 'N' then later_slot(f[i + 1], f[i + 2]); i = i + 3
-    elseif op == 'P' then redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
+    elseif op == 'P' then HFIELDS[f[i + 1]] = nil; redis.call('HSET', hk('h', f[i + 1]), 'pace', f[i + 2]); i = i + 3
     elseif op == 'S' then settle(unpack(f, i + 1, i + 12)); i = i + 13
     else return redis.error_reply('spider: unknown buffered op ' .. tostring(op)) end
   end
@@ -421,28 +452,62 @@ end
 # since encoding arguments is most of the client's work): the 8-byte fingerprint, then
 # host LF score LF queue line [LF rejected line, for the host budget]
 _ADD = _LUA_COMMON + r"""
-local out, touched = {}, batch()
+-- A few commands an add, not four an entry: the fingerprint strings read with one MGET and
+-- written with one MSET, the sequence numbers taken with one INCRBY, each host's admitted count
+-- read once and raised once; the same end state as the entries taken one by one, in order.
+local out, touched, cap = {}, batch(), tonumber(ARGV[3])
+local buckets, keys, of = {}, {}, {}
 for i = 4, #ARGV do
-  local fp = string.sub(ARGV[i], 1, 8)
-  local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
-  local b1, b2 = string.byte(fp, 1, 2)
+  local b1, b2 = string.byte(ARGV[i], 1, 2)
   local bucket = PFX .. ':seen:' .. string.format('%03x', b1 * 16 + math.floor(b2 / 16))
+  if buckets[bucket] == nil then keys[#keys + 1] = bucket; buckets[bucket] = '' end
+  of[i] = bucket
+end
+for i = 1, #keys, 256 do
+  local got = redis.call('MGET', unpack(keys, i, math.min(#keys, i + 255)))
+  for j = 1, #got do buckets[keys[i + j - 1]] = got[j] or '' end
+end
+local admitted, changed, new = {}, {}, {}
+for i = 4, #ARGV do
+  local fp, bucket = string.sub(ARGV[i], 1, 8), of[i]
   local result = 0
-  local packed = redis.call('GET', bucket) or ''
-  if not packed_has(packed, fp) then
-    if ARGV[3] ~= '' and tonumber(redis.call('HGET', hk('h', host), 'admitted') or '0') >= tonumber(ARGV[3]) then
+  if not packed_has(buckets[bucket], fp) then
+    local host, score, line, refused = string.match(ARGV[i], '^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$', 9)
+    local a = admitted[host]
+    if a == nil then   -- {admitted before, admitted now}
+      a = {cap and tonumber(redis.call('HGET', hk('h', host), 'admitted') or '0') or 0, 0}
+      admitted[host] = a
+    end
+    if cap and a[1] + a[2] >= cap then
       if packed_add(PFX .. ':over:' .. string.sub(bucket, #PFX + 7), fp) then
         redis.call('RPUSH', k('log:rejected'), refused .. '\n')
       end
       result = 2
     else
-      redis.call('SET', bucket, packed .. fp)
-      redis.call('HINCRBY', hk('h', host), 'admitted', 1)
-      push(host, line, score, ARGV[2], 0, touched)
+      buckets[bucket] = buckets[bucket] .. fp
+      changed[#changed + 1] = bucket
+      a[2] = a[2] + 1
+      new[#new + 1] = {host, line, score}
       result = 1
     end
   end
   out[#out + 1] = result
+end
+if #new > 0 then
+  touched.seq = redis.call('INCRBY', k('seq'), #new) - #new
+  for _, e in ipairs(new) do push(e[1], e[2], e[3], ARGV[2], 0, touched) end
+  local set, done = {}, {}
+  for _, bucket in ipairs(changed) do
+    if not done[bucket] then
+      done[bucket] = true
+      set[#set + 1] = bucket
+      set[#set + 1] = buckets[bucket]   -- SET, not APPEND: APPEND's spare room would double the size
+    end
+  end
+  for i = 1, #set, 512 do redis.call('MSET', unpack(set, i, math.min(#set, i + 511))) end
+  for host, a in pairs(admitted) do
+    if a[2] > 0 then redis.call('HINCRBY', hk('h', host), 'admitted', a[2]) end
+  end
 end
 flush(touched)
 return out
@@ -568,9 +633,9 @@ local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local out, taken, toks, states, done = {}, 0, {}, {}, {}
 while taken < tonumber(limit) do
-  local best, bz, bline, bkey, bpc = nil, nil, nil, nil, nil
+  local best, bz, bline, bkey, bpc, br, braw = nil, nil, nil, nil, nil, nil, nil
   for host, _ in pairs(slot) do
-    local nx, pc = slot_pace(host, now)
+    local nx, pc, _, _, raw = slot_pace(host, now)
     local ok = claimable(host, owner, pc, slot[host], join)
     if ok and nx > now then ok = false; later(nx) end
     if ok then
@@ -583,7 +648,7 @@ while taken < tonumber(limit) do
       if not z then
         ok = false
       elseif bkey == nil or tonumber(key) < tonumber(bkey) then
-        best, bz, bline, bkey, bpc = host, z, line, key, pc
+        best, bz, bline, bkey, bpc, br, braw = host, z, line, key, pc, r[2], raw
       end
     end
     if not ok then slot[host] = nil end
@@ -593,14 +658,14 @@ while taken < tonumber(limit) do
   local m, below = 1, nil
   if batch and not bpc and bz == 'q' then
     m = math.min(tonumber(limit) - taken, room)
-    local r = redis.call('ZRANGE', hk('r', best), 0, 0, 'WITHSCORES')
-    if r[2] then below = tonumber(r[2]) end
+    if br then below = tonumber(br) end   -- the host's first recheck, as read just now
   end
   local lines = take_lines(hk(bz, best), bline, bkey, m, below)
   local tok = toks[best]
   if tok == nil then tok = hold(best, owner, lease); toks[best] = tok end
   local nxt = slot[best]
   if nxt ~= '0' then
+    HFIELDS[best] = nil
     local cur = redis.call('HGET', hk('h', best), 'next')
     if not cur or tonumber(nxt) > tonumber(cur) then redis.call('HSET', hk('h', best), 'next', nxt) end
     slot[best] = nil
@@ -610,8 +675,11 @@ while taken < tonumber(limit) do
   end
   done[best] = true
   local st = states[best]
-  if st == nil or nxt ~= '0' then
+  if nxt ~= '0' then
     st = redis.call('HMGET', hk('h', best), 'next', 'delay', 'failures', 'reason', 'pace')
+    states[best] = st
+  elseif st == nil then   -- its slot unchanged: as slot_pace read it (the lease changes no other field)
+    st = {braw[1], braw[3], braw[4], braw[5], braw[2]}
     states[best] = st
   end
   if #lines > 0 then in_flight(best, owner, tok, lines) end
@@ -688,6 +756,7 @@ if not claimable(host, owner, pc, delay > 0 and '1' or '0', ARGV[12]) then
   push(host, ARGV[11], ARGV[10], ARGV[2], 0)
   return {'queued'}
 end
+HFIELDS[host] = nil
 redis.call('HSET', h, 'pace', delay > 0 and string.format('%.3f', delay) or '0')
 local start = math.max(tonumber(ARGV[5]), tonumber(redis.call('HGET', h, 'next') or '0'))
 if delay > 0 then
@@ -724,7 +793,7 @@ _FLUSH = _LUA_COMMON + "return 1"
 
 # first URL of a page text: ARGV 1 prefix, 2 text hash, 3 url
 _TEXT = _LUA_COMMON + r"""
-redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+if redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3]) == 1 then return ARGV[3] end
 return redis.call('HGET', k('texts'), ARGV[2])
 """
 
@@ -756,8 +825,7 @@ _KNOWN = _LUA_COMMON + _KNOWN_FN + "return known(ARGV[2])"
 # fingerprints. Returns {first url with that text, '1' or '0' per link}.
 _FIRST_AND_KNOWN = _LUA_COMMON + _KNOWN_FN + r"""
 local first = ARGV[3]
-if ARGV[2] ~= '' then
-  redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3])
+if ARGV[2] ~= '' and redis.call('HSETNX', k('texts'), ARGV[2], ARGV[3]) == 0 then   -- not the first
   first = redis.call('HGET', k('texts'), ARGV[2])
 end
 return {first, known(ARGV[4])}
@@ -920,15 +988,6 @@ def pending_lines(member: bytes, key: float) -> list[tuple[bytes, float]]:
     return out
 
 
-def _netstrings(fields: Iterable[object]) -> bytes:
-    """Fields as ``LEN:BYTES`` one after the other (the buffered writes' wire format)."""
-    out = bytearray()
-    for f in fields:
-        b = f if isinstance(f, bytes) else str(f).encode("utf-8", "surrogatepass")
-        out += b"%d:%s" % (len(b), b)
-    return bytes(out)
-
-
 def _pace(delay: float) -> str:
     """A host's ``pace`` field: "0" (no delay: the host may have several holders) or the delay."""
     return "0" if delay <= 0 else f"{delay:.3f}"
@@ -991,7 +1050,7 @@ class RedisStore:
         self._granted: dict[str, float] = {}   # host -> monotonic time before the call that leased it
         self._states: dict[str, tuple[HostState, tuple[bytes, ...]]] = {}   # leased hosts' state, raw
         self._paces: dict[str, str] = {}    # host -> its pace as Redis last said or was told (``_tell_pace``)
-        self._ops: list[bytes] = []         # buffered writes, sent with the next script (``_carry``)
+        self._ops: list[bytes] = []         # buffered writes' fields, sent with the next script (``_carry``)
         self._ops_lock = threading.Lock()
         self._added: dict[str, bool] = {}   # the last add's URLs: known after it (False: host budget)
         self._known_here = _KnownHere()
@@ -1045,25 +1104,26 @@ class RedisStore:
     # -- buffered writes ---------------------------------------------------------------------------
     def _buffer(self, *fields: object) -> None:
         with self._ops_lock:
-            self._ops.append(_netstrings(fields))
+            self._ops += [str(f).encode("utf-8", "surrogatepass") for f in fields]
         if not self.defer:
             self.flush()
 
-    def _carry(self) -> bytes | str:
-        """The prefix argument of a script, with the buffered writes after a NUL (the script
-        applies them first). Only the worker's own thread sends them: the lease thread's
-        scripts (renew, shed) take the plain prefix, so writes keep their order."""
+    def _carry(self, *args: Any) -> list[Any]:
+        """A script's arguments: the prefix, ``args``, then the buffered writes' fields (each op
+        its name then its fields), their count after a NUL in the prefix (the script applies them
+        first). Only the worker's own thread sends them: the lease thread's scripts (renew,
+        shed) take the plain prefix, so writes keep their order."""
         with self._ops_lock:
             ops, self._ops = self._ops, []
         if not ops:
-            return self.prefix
-        return self.prefix.encode("utf-8", "surrogatepass") + b"\0" + b"".join(ops)
+            return [self.prefix, *args]
+        return [f"{self.prefix}\0{len(ops)}", *args, *ops]
 
     @_one_line_errors
     def flush(self) -> None:
         """Send the buffered writes now (before a read that must see them, and at a stop)."""
         if self._ops:
-            self._flush_script(args=[self._carry()])
+            self._flush_script(args=self._carry())
 
     # -- leases seen from here -----------------------------------------------------------------
     def _granted_now(self, hosts: Iterable[str], since: float) -> None:
@@ -1095,7 +1155,7 @@ class RedisStore:
             return {u for u in todo if added[u]}
         out, ask, fps = self._known_locally(todo)
         if ask:
-            flags = self._known(args=[self._carry(), fps])
+            flags = self._known(args=self._carry(fps))
             out |= self._learn(ask, flags)
         return out
 
@@ -1133,7 +1193,7 @@ class RedisStore:
         """``first_with_text`` and ``known`` in one script: a page's two questions, one round trip
         (the links known here are not sent)."""
         out, ask, fps = self._known_locally(list(dict.fromkeys(links)))
-        first, flags = self._first_known(args=[self._carry(), text_hash or "", url, fps])
+        first, flags = self._first_known(args=self._carry(text_hash or "", url, fps))
         return first.decode("utf-8", "replace"), out | self._learn(ask, flags)
 
     @_one_line_errors
@@ -1160,15 +1220,15 @@ class RedisStore:
         self._added = {}
         for i in range(0, len(todo), ADD_BATCH):
             batch = todo[i:i + ADD_BATCH]
-            args: list[Any] = [self._carry(), self._lifo, cap]
+            packed: list[bytes] = []
             for e in batch:
                 refused = "\n" + rejected_line(e.url, "host budget", e.source)[:-1] if cap else ""
-                args.append(fingerprint(e.url) + f"{host_key(e.url)}\n{self._score(e)}\n{e.line()[:-1]}{refused}"
-                            .encode("utf-8", "surrogatepass"))
-            got = self._add_script(args=args)
+                packed.append(fingerprint(e.url) + f"{host_key(e.url)}\n{self._score(e)}\n{e.line()[:-1]}{refused}"
+                              .encode("utf-8", "surrogatepass"))
+            got = self._add_script(args=self._carry(self._lifo, cap, *packed))
             new += [e for e, ok in zip(batch, got) if ok == 1]
             self._added.update((e.url, ok != 2) for e, ok in zip(batch, got))
-            for a, ok in zip(args[3:], got):
+            for a, ok in zip(packed, got):
                 if ok != 2:   # queued now, or known already (2: refused by the host budget, not known)
                     self._known_here.put(a[:8])
         return new
@@ -1180,12 +1240,13 @@ class RedisStore:
         the buffered writes do not go in it (a transaction may be dropped and tried again)."""
         if client is not None:
             self.flush()
-        args: list[Any] = [self.prefix if client is not None else self._carry(), self._lifo]
+        args: list[Any] = []
         for e in entries:
             args += [host_key(e.url), self._score(e), e.line()[:-1], self._time(e.not_before)]
-        if len(args) > 2:
-            self._requeue_script(args=args, client=client)
-        return (len(args) - 2) // 4
+        if args:
+            self._requeue_script(args=[self.prefix, self._lifo, *args] if client is not None
+                                 else self._carry(self._lifo, *args), client=client)
+        return len(args) // 4
 
     @staticmethod
     def _time(t: float) -> str:
@@ -1207,8 +1268,8 @@ class RedisStore:
         share = "" if self.max_hosts is None else str(self.max_hosts)
         since = time.monotonic()
         if limit == 1:
-            got = self._claim_one(args=[self._carry(), repr(now), cap, self._who, share, repr(self.let_go),
-                                        self.lease_ms, self._join, self.batch])
+            got = self._claim_one(args=self._carry(repr(now), cap, self._who, share, repr(self.let_go),
+                                                 self.lease_ms, self._join, self.batch))
             room, wait = int(got[0]), _time_or_none(got[1])
             taken = self._taken(got[4:], since)
             for host in dict.fromkeys(host_key(c.url) for c in taken):   # a batch is one host's
@@ -1220,8 +1281,8 @@ class RedisStore:
                 room = max(0, room - sum(1 for c in taken if c.entry.kind != "recheck"))
             return ClaimResult(taken, int(got[2]), int(got[3]), wait,
                                room == 0 and not taken and wait is None)
-        sel = self._select(args=[self._carry(), repr(now), limit, cap, self._who, share, repr(self.let_go),
-                                 self._join])
+        sel = self._select(args=self._carry(repr(now), limit, cap, self._who, share, repr(self.let_go),
+                                          self._join))
         room, wait, pending, in_flight = int(sel[0]), _time_or_none(sel[1]), int(sel[2]), int(sel[3])
         taken: list[Claim] = []
         if len(sel) > 4:
@@ -1281,8 +1342,8 @@ class RedisStore:
         fp = fingerprint(entry.url)
         host = host_key(entry.url)
         since = time.monotonic()
-        got = self._admit(args=[self._carry(), self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
-                                fp, self._bucket(fp), self._score(entry), entry.line()[:-1], self._join])
+        got = self._admit(args=self._carry(self._lifo, host, self._who, repr(now), repr(delay), self.lease_ms,
+                                         fp, self._bucket(fp), self._score(entry), entry.line()[:-1], self._join))
         if got[0] != b"ok":
             return None
         self._paces[host] = _pace(delay)   # the script told Redis
@@ -1311,12 +1372,12 @@ class RedisStore:
         if self.defer:
             self._buffer("S", *fields)
             return True
-        return bool(self._settle(args=[self._carry(), *fields]))
+        return bool(self._settle(args=self._carry(*fields)))
 
     @_one_line_errors
     def reissue(self, owner: int) -> int:
         """Put the in-flight URLs of a dead worker of this machine back to pending; end its leases."""
-        return int(self._reissue(args=[self._carry(), f"{self.machine}/{owner}"]))
+        return int(self._reissue(args=self._carry(f"{self.machine}/{owner}")))
 
     @_one_line_errors
     def close(self) -> int:
@@ -1325,7 +1386,7 @@ class RedisStore:
         self._held.clear()
         self._granted.clear()
         self._states.clear()
-        return int(self._reissue(args=[self._carry(), self._who]))
+        return int(self._reissue(args=self._carry(self._who)))
 
     @_one_line_errors
     def renew_leases(self) -> list[str]:
@@ -1352,7 +1413,7 @@ class RedisStore:
     def _read_host(self, host: str) -> tuple[HostState, tuple[bytes, ...]]:
         if self.leased(host) and host in self._states:
             return self._states[host]
-        raw = tuple(self._state(args=[self._carry(), host]))
+        raw = tuple(self._state(args=self._carry(host)))
         got = (_host_state(raw), raw)
         if self.leased(host):
             self._states[host] = got
@@ -1370,7 +1431,7 @@ class RedisStore:
         while True:
             new = change(state)
             fields = (f"{new.next_allowed:.3f}", f"{new.delay:.3f}", str(new.failures), new.reason or "-")
-            got = self._put_host(args=[self._carry(), host, *(x or b"" for x in raw), *fields])
+            got = self._put_host(args=self._carry(host, *(x or b"" for x in raw), *fields))
             if got[0] == 1:
                 written = tuple(f.encode() for f in fields)
                 if self.leased(host):
@@ -1385,7 +1446,7 @@ class RedisStore:
 
     @_one_line_errors
     def first_with_text(self, text_hash: str, url: str) -> str:
-        return (self._text(args=[self._carry(), text_hash, url]) or url.encode()).decode()
+        return (self._text(args=self._carry(text_hash, url)) or url.encode()).decode()
 
     @_one_line_errors
     def pending_on(self, host: str) -> int:

@@ -25,10 +25,11 @@ import os
 import sys
 from array import array
 from functools import partial
-from hashlib import blake2b
 from operator import methodcaller
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Sequence
+
+from ..hashes import blake2b
 
 _EMPTY = 0
 
