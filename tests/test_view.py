@@ -321,18 +321,21 @@ def test_a_long_piece_is_moved_by_the_lanes_subtraction_as_item_by_item(typecode
     assert views.translate(items, moves) == views._item_by_item(items, moves)
 
 
-def _stopped(folder: Path) -> list[str]:
-    """A project as a crawl leaves it just before its clean stop: a view saved at start-up, some
-    pages crawled, links added. Returns the URLs that must be pending after the stop."""
+def _stopped(folder: Path) -> tuple[FileStore, list[str]]:
+    """A project as a crawl leaves it just before its clean stop: the parent opened it from the
+    view a clean stop saved (and dropped its table, as the crawl's parent does), a worker crawled
+    some pages and added links. Returns the parent, and the URLs that must be pending after the stop."""
     s = FileStore(folder, owner=1).open()
     s.add(QueueEntry(f"{HOSTS[i % 4]}p{i}", 0) for i in range(300))
     assert s.fold() and s.save_view()
-    s = FileStore(folder, owner=1).open()
-    assert s.from_view
-    for c in s.claim(50, 0.0, no_delay).claims:
-        s.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
-    s.add(QueueEntry(f"{HOSTS[1]}new{i}", 1) for i in range(20))
-    return sorted(e.url for e in s.pending_entries())
+    parent = FileStore(folder, owner=1).open()
+    worker = FileStore(folder, owner=2).open()
+    assert parent.from_view and worker.from_view
+    parent.drop_seen()
+    for c in worker.claim(50, 0.0, no_delay).claims:
+        worker.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
+    worker.add(QueueEntry(f"{HOSTS[1]}new{i}", 1) for i in range(20))
+    return parent, sorted(e.url for e in worker.pending_entries())
 
 
 def test_the_signature_takes_the_crc_the_fold_computed_and_reads_again_after_an_edit(tmp_path: Path, monkeypatch):
@@ -343,8 +346,7 @@ def test_the_signature_takes_the_crc_the_fold_computed_and_reads_again_after_an_
     import zlib
     from spider.frontier import paste
     from spider.frontier.recovery import SIGNATURE, write_signature
-    _stopped(tmp_path)
-    s = FileStore(tmp_path, owner=1).open()
+    s, _ = _stopped(tmp_path)
     assert s.fold()
     real = paste.crc_of
     monkeypatch.setattr(paste, "crc_of", lambda *a: pytest.fail("queue.txt read again for its CRC"))
@@ -359,14 +361,14 @@ def test_the_signature_takes_the_crc_the_fold_computed_and_reads_again_after_an_
     assert f"crc {crc}\n" in (tmp_path / SIGNATURE).read_text()
 
 
-@pytest.mark.parametrize("step", range(13))
+@pytest.mark.parametrize("step", range(16))
 def test_a_kill_at_any_step_of_the_stop_loses_nothing(tmp_path: Path, step: int):
     """SIGKILL at each file step of the clean stop (every fsync, rename and write of the fold,
-    its threads' included, then the signature): the next start (recovery if the signature is not
+    its threads' included, the carried view's, then the signature's): the next start (recovery if the signature is not
     the files', then open) has every pending URL, once, and uses no view that is not the files'."""
     import signal
     from spider.frontier.recovery import is_clean, recover, write_signature
-    expected = _stopped(tmp_path)
+    parent, expected = _stopped(tmp_path)
     pid = os.fork()
     if pid == 0:   # the stop, killed at its ``step``-th step
         try:
@@ -380,18 +382,38 @@ def test_a_kill_at_any_step_of_the_stop_loses_nothing(tmp_path: Path, step: int)
                     return fn(*a, **kw)
                 return go
             os.fsync, os.replace, os.write = counted(os.fsync), counted(os.replace), counted(os.write)
-            s = FileStore(tmp_path, owner=1).open()
-            s.drop_seen()
-            s.fold()
+            assert parent.fold()
             write_signature(tmp_path, "k")
         finally:
             os._exit(0)
     _, status = os.waitpid(pid, 0)
     killed = os.WIFSIGNALED(status)
-    assert killed or step >= 10   # (the stop has 12 such steps)
-    if not is_clean(tmp_path, "k"):
+    assert killed or step >= 13   # (the stop has 15 such steps)
+    clean = is_clean(tmp_path, "k")
+    if not clean:
         recover(tmp_path, lambda url, depth: None)
     s = FileStore(tmp_path, owner=3).open()
+    assert s.from_view == clean   # the carried view, once the stop is whole; never a stale one
     assert sorted(e.url for e in s.pending_entries()) == expected
     assert s.counts().pending == len(expected) and s.counts().crawled == 50
     assert sorted(claim_all(s, 0.0)) == expected
+
+
+def test_a_queue_cut_while_the_fold_copies_it_is_copied_again(tmp_path: Path, monkeypatch):
+    """The fold copies queue.txt in a thread while it carries the view; a copy that finds the
+    file shorter than planned (cut by hand meanwhile) is thrown away and the fold starts over,
+    the view carried again: the folded files and view are exactly the pending lines."""
+    from spider.frontier import files
+    s, expected = _stopped(tmp_path)
+    real, calls = files._copy_range, [0]
+
+    def cut_once(*args):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise files._Shrunk("queue.txt is shorter than expected")
+        return real(*args)
+    monkeypatch.setattr(files, "_copy_range", cut_once)
+    assert s.fold() and calls[0] > 1
+    again = FileStore(tmp_path, owner=3).open()
+    assert again.from_view and sorted(e.url for e in again.pending_entries()) == expected
+    assert sorted(claim_all(again, 0.0)) == expected
