@@ -1377,10 +1377,10 @@ class FileStore:
         """At a clean stop: rewrite queue.txt with only its unclaimed lines, empty the journal.
 
         A byte copy of the unclaimed ranges (no parsing), so it is cheap even for a huge queue.
-        Returns False (and changes nothing) while any claim is still in flight. The copy, then
-        the new file's fsync and its CRC (for the stop's signature, ``recovery.write_signature``)
-        run in threads while the view is carried forward and written: at a million pending URLs
-        those are each tens of milliseconds, and the stop waits for the longest, not their sum.
+        Returns False (and changes nothing) while any claim is still in flight. The new file's
+        fsync and its CRC (for the stop's signature, ``recovery.write_signature``) run in
+        threads while the view is carried forward and written: at a million pending URLs those
+        are each tens of milliseconds, and the stop waits for the longest, not for their sum.
         """
         def go() -> bool:
             with self.lock:
@@ -1390,14 +1390,10 @@ class FileStore:
                     self._sync()
                     if self._inflight:
                         return False
-                    moves, partial, plan = self._plan_unclaimed()
                     fd = safefs.new_temp(tmp)
-                    copier = _Aside(_copy_plan, self._queue.fd, fd, plan)   # while the view is carried
                     try:
-                        carried = None if partial else self._carry_view(moves)
-                        copier.result()
+                        moves, partial = self._write_unclaimed(fd)
                     except BaseException as e:
-                        copier.join()
                         os.close(fd)
                         if isinstance(e, _Shrunk):
                             continue
@@ -1412,6 +1408,7 @@ class FileStore:
                 rfd = safefs.open_fd(tmp, os.O_RDONLY)   # (``fd`` is write-only)
                 asides = [_Aside(os.fsync, fd), _Aside(_crc_of_same, rfd, fd)]
                 try:
+                    carried = None if partial else self._carry_view(moves)
                     write_hosts(self.folder, {h: self.host_state(h) for h in
                                               set(self._host_state) | set(self._host_next)})
                     view = self._write_carried(carried, tmp)
@@ -1445,14 +1442,13 @@ class FileStore:
                 return True
         return bool(self._guard(go))
 
-    def _plan_unclaimed(self) -> tuple[views.Moves, bool, list[bytes | tuple[int, int]]]:
-        """What the folded queue.txt is made of: our header and the unclaimed stretches of the
-        old one (``_copy_plan`` copies them, in the kernel where it can). Returns where each
-        stretch goes (for the view), whether a last line without its newline (someone still
-        writing it by hand) is copied too, with a newline, and the plan: bytes to write and
-        (offset, count) ranges of queue.txt to copy, in order."""
+    def _write_unclaimed(self, fd: int) -> tuple[views.Moves, bool]:
+        """Write our header and the unclaimed lines of queue.txt to ``fd``: a byte copy of the
+        unclaimed stretches, in the kernel where it can (``copy_file_range``). Returns where each
+        stretch went (for the view), and whether a last line without its newline (someone still
+        writing it by hand) was copied too, with a newline."""
         header = QUEUE_HEADER.encode()
-        plan: list[bytes | tuple[int, int]] = [header]
+        _write_all(fd, header)
         w = len(header)
         src = self._queue.fd
         assert src is not None
@@ -1472,18 +1468,19 @@ class FileStore:
                 starts.append(pos)
                 ends.append(off)
                 news.append(w)
-                plan.append((pos, off - pos))
+                _copy_range(src, fd, pos, off - pos)
                 w += off - pos
             pos = max(pos, off, ahead.get(off, off))
         self._folded_paste = None
         if paste is not None:
-            plan.append((paste[0], paste[1] - paste[0]))
+            _copy_range(src, fd, paste[0], paste[1] - paste[0])
             self._folded_paste = [w, w + paste[1] - paste[0], paste[3]]
             w += paste[1] - paste[0]
         tail = os.fstat(src).st_size - stop
         if tail > 0:
-            plan += [(stop, tail), b"\n"]
-        return views.Moves(starts, ends, news), tail > 0, plan
+            _copy_range(src, fd, stop, tail)
+            _write_all(fd, b"\n")
+        return views.Moves(starts, ends, news), tail > 0
 
     def _watch_folded(self) -> None:
         """A watcher after its fold: the new queue.txt is our header and the pending lines, all
@@ -2170,16 +2167,6 @@ def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
             raise _Shrunk(f"queue.txt is shorter than expected at byte {offset}")
         _write_all(dst, data)
         offset += len(data)
-
-
-def _copy_plan(src: int, dst: int, plan: list[bytes | tuple[int, int]]) -> None:
-    """Write a fold's plan (``FileStore._plan_unclaimed``) to ``dst``: its bytes, and its
-    ranges of ``src``. Run in a thread (the copy lets go of the GIL): the view is carried meanwhile."""
-    for step in plan:
-        if isinstance(step, bytes):
-            _write_all(dst, step)
-        else:
-            _copy_range(src, dst, *step)
 
 
 def _write_all(fd: int, data: bytes) -> None:
