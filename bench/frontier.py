@@ -2,6 +2,8 @@
 """Frontier scaling and memory of spider: does a huge queue.txt slow the crawl or blow up memory?
 
     bash bench/setup.sh && python bench/frontier.py [--extras 1000,100000,1000000] [--m 3000] [--workers 4]
+    python bench/frontier.py --extras 1000,1000000 --no-appended --against DIR --repeat 3   # A/B, interleaved
+    python bench/frontier.py --stop 1000,1000000 --repeat 6 [--against DIR]   # the clean stop alone, no site
     python bench/frontier.py --intake 1000000 [--repeat 3] [--against DIR] [--mixed]   # a paste's intake alone
     python bench/frontier.py --memory 1000,1000000 --workers-list 1,2,4 [--compare-dir OLD] [--m 300]
 
@@ -177,19 +179,20 @@ def timed_resume(name: str, projects: Path, log_dir: Path, budget: int, m: int, 
 
 
 def run_one(params, extra: int, m: int, workers: int, rep: int, timeout: float, clean_resume: bool,
-            nginx, quiet_wait: float) -> FrontierRun:
-    base = fresh_dir(RUN_DIR / f"extra-{extra}-r{rep}")
+            nginx, quiet_wait: float, appended: bool = True, tag: str = "") -> FrontierRun:
+    base = fresh_dir(RUN_DIR / f"extra-{extra}-r{rep}{tag}")
     projects = base / "projects"
     run = FrontierRun(extra)
-    error = create_project(params, projects, base, workers, timeout)
-    if error is not None:
-        run.error = error
-        return run
-    append_extra_urls(projects / PROJECT / "queue.txt", params, extra)
-    run.phases[PHASES[0]] = timed_resume(PHASES[0], projects, base / "appended", 1 + m, m, workers, timeout,
-                                         nginx, quiet_wait)
-    shutil.rmtree(projects, ignore_errors=True)  # up to ~100 MB at 1M URLs; the logs stay
-    if clean_resume and run.phases[PHASES[0]].res.ok:
+    if appended:
+        error = create_project(params, projects, base, workers, timeout)
+        if error is not None:
+            run.error = error
+            return run
+        append_extra_urls(projects / PROJECT / "queue.txt", params, extra)
+        run.phases[PHASES[0]] = timed_resume(PHASES[0], projects, base / "appended", 1 + m, m, workers, timeout,
+                                             nginx, quiet_wait)
+        shutil.rmtree(projects, ignore_errors=True)  # up to ~100 MB at 1M URLs; the logs stay
+    if clean_resume and (not appended or run.phases[PHASES[0]].res.ok):
         # A project of its own, as a clean stop leaves it with ``extra`` pending URLs: not the
         # appended run's folder, whose crawl may have stopped (its M pages done) before it had
         # taken in the whole paste; the next start then goes on judging it, which is the
@@ -332,6 +335,27 @@ def print_summary(runs: Dict[int, List[FrontierRun]], repeat: int, workers: int,
             rows = [Row(**r) for r in result[phase]["rows"]]  # type: ignore[index]
             result[phase]["ratios"] = verdicts(rows, phase)  # type: ignore[index]
     return result
+
+
+def compare(results: Dict[str, Dict[str, object]], every: Dict[str, Dict[int, List[FrontierRun]]],
+            extras: Sequence[int]) -> None:
+    """``--against``: the two crawlers side by side, each ratio taken within the same run."""
+    print("\n=== this crawler against the other, same run (medians)")
+    for phase in PHASES:
+        if not all(phase in r for r in results.values()):
+            continue
+        for name in every:
+            rows = [Row(**r) for r in results[name][phase]["rows"]]   # type: ignore[index]
+            small, big = rows[0], rows[-1]
+            print(f"{phase:12} {name:8} pages/s {small.pages_per_s:7.1f} at {small.extra:,} -> "
+                  f"{big.pages_per_s:7.1f} at {big.extra:,}: ratio {big.pages_per_s / small.pages_per_s:.2f} "
+                  f"(crawl phase {big.crawl_rate / small.crawl_rate:.2f}); start s {small.startup:.3f} -> "
+                  f"{big.startup:.3f}, end s {small.shutdown:.3f} -> {big.shutdown:.3f}")
+        for extra in extras:   # per round: the ratio of each round, then their median
+            per = {name: [r.phases[phase].pages_per_s for r in every[name][extra] if phase in r.phases]
+                   for name in every}
+            print(f"{phase:12} at {extra:,}: pages/s per round, this {[round(x) for x in per['this']]}, "
+                  f"against {[round(x) for x in per['against']]}")
 
 
 # --------------------------------------------------------------------------- intake of a paste
@@ -652,6 +676,97 @@ def memory_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- the stop alone
+
+STOP_PAGES = 3000   # pages the worker of a --stop round crawls before the stop
+
+
+def stop_build(folder: Path, n: int) -> None:
+    """A project as a clean stop leaves it with ``n`` pending lines (view and signature saved)."""
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import write_signature
+    from spider.records import QueueEntry
+    fresh_dir(folder)
+    store = FileStore(folder).open()
+    store.add([QueueEntry("http://127.0.0.1:9/index.html", 0)])
+    with open(folder / "queue.txt", "a", encoding="utf-8") as f:
+        for start in range(0, n, 50_000):
+            f.write("".join(f"http://127.0.0.1:9/p/{k % 10_000}.html?v={k}\t0\t0\t0\t-\n"
+                            for k in range(start, min(n, start + 50_000))))
+    store = FileStore(folder).open()
+    assert store.save_view() and store.fold()
+    write_signature(folder, "bench")
+
+
+def stop_round(folder: Path) -> Dict[str, float]:
+    """One round, in this process: the copy opened as the crawl's parent opens it (shared table,
+    view loaded), a forked worker crawls STOP_PAGES pages (3 new links each), then the parent's
+    fold and the stop's signature, timed (wall, and CPU of all threads by getrusage)."""
+    import os
+    import resource
+    from spider.frontier.files import FileStore
+    from spider.frontier.recovery import is_clean, write_signature
+    from spider.records import QueueEntry, crawled_line
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    assert is_clean(folder, "bench")
+    t0, c0 = time.perf_counter(), cpu()
+    parent = FileStore(folder, shared=True).open()
+    t1, c1 = time.perf_counter(), cpu()
+    assert parent.from_view
+    pid = os.fork()
+    if pid == 0:
+        try:
+            parent.after_fork(os.getpid())
+            done = 0
+            while done < STOP_PAGES:
+                for c in parent.claim(4, time.time(), lambda h: 0.0).claims:
+                    with parent.hold():
+                        parent.add([QueueEntry(f"{c.url}&new={j}", 1) for j in range(3)])
+                        parent.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 20_000, 0, time.time()))
+                    done += 1
+        finally:
+            os._exit(0)
+    parent.drop_seen()
+    os.waitpid(pid, 0)
+    t2, c2 = time.perf_counter(), cpu()
+    assert parent.fold()
+    write_signature(folder, "bench")
+    t3, c3 = time.perf_counter(), cpu()
+    return {"open s": t1 - t0, "open CPU s": c1 - c0, "stop s": t3 - t2, "stop CPU s": c3 - c2}
+
+
+def stop_mode(sizes: Sequence[int], rounds: int, against: Optional[Path]) -> int:
+    """``--stop N,...``: the clean stop (fold + signature) and the start (open) alone, no site and
+    no fetch, so the machine's load on a crawl's pages does not drown them; each round in fresh
+    processes, interleaved with the crawler in ``against`` if given."""
+    trees = {"this": measure.SPIDER_DIR}
+    if against is not None:
+        measure.precompile(against / "spider")
+        trees["against"] = against
+    for n in sizes:
+        base = RUN_DIR / f"stop-{n}"
+        template = base / "template"
+        subprocess.run([sys.executable, __file__, "--stop-build", str(n), "--spider-dir", str(trees["this"]),
+                        "--stop-round", str(template / PROJECT)], check=True)
+        got: Dict[str, List[Dict[str, float]]] = {name: [] for name in trees}
+        for r in range(rounds):
+            for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                copy_clean_stop(template, base / "projects")
+                done = subprocess.run([sys.executable, __file__, "--stop-round", str(base / "projects" / PROJECT),
+                                       "--spider-dir", str(trees[name])], check=True, capture_output=True, text=True)
+                got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(f"  N={n:,} round {r + 1} {name}: " + ", ".join(f"{k} {v * 1000:.1f} ms"
+                                                                    for k, v in got[name][-1].items()), flush=True)
+        for name, tree in trees.items():
+            print(f"N={n:,} {name} ({tree}), medians of {rounds}: " + ", ".join(
+                f"{k} {median([g[k] for g in got[name]]) * 1000:.1f} ms" for k in got[name][0]))
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -663,6 +778,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per crawl run before it is killed")
     ap.add_argument("--no-clean-resume", action="store_true", help="skip the second timed run (step 4)")
+    ap.add_argument("--no-appended", action="store_true", help="skip the appended run (steps 2-3)")
     ap.add_argument("--quiet-wait", type=float, default=20.0,
                     help="before each timed run, wait up to this many seconds for the machine to be idle")
     ap.add_argument("--spider-dir", type=Path, default=None,
@@ -678,14 +794,19 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--compare-dir", type=Path, default=None,
                     help="with --memory: also run the crawler in this folder (e.g. the old code) on each project")
     ap.add_argument("--against", type=Path, default=None, metavar="DIR",
-                    help="with --intake: the same rounds, interleaved, with the crawler in DIR (e.g. a "
-                         "`git worktree` of main)")
+                    help="with --intake or the default mode: the same rounds, interleaved, with the crawler "
+                         "in DIR (e.g. a `git worktree` of main)")
     ap.add_argument("--startup-check", action="store_true",
                     help="with --intake: time the start-up check of the same paste as well (slow)")
     ap.add_argument("--mixed", action="store_true",
                     help="with --intake: paste lines of every kind (scope, traps, known, bad lines) and say "
                          "whether every crawler left the same files, table and first claims")
     ap.add_argument("--intake-round", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--stop", default="", metavar="N,...",
+                    help="only time the clean stop (fold + signature) and the start's open with N pending URLs, "
+                         "no site (with --against: interleaved with that crawler)")
+    ap.add_argument("--stop-build", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--stop-round", type=Path, default=None, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -696,6 +817,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.path.insert(0, str(measure.SPIDER_DIR))
         print(json.dumps(intake_once(RUN_DIR / "intake", args.intake_round, args.startup_check, args.mixed)))
         return 0
+    if args.stop_build or args.stop_round:   # (one step of --stop, in a process of its own)
+        sys.path.insert(0, str(measure.SPIDER_DIR))
+        if args.stop_build:   # (--stop-round names the folder then)
+            stop_build(args.stop_round, args.stop_build)
+        else:
+            print(json.dumps(stop_round(args.stop_round)))
+        return 0
+    if args.stop:
+        return stop_mode(sorted(int(x.replace("_", "")) for x in args.stop.split(",") if x.strip()), args.repeat,
+                         args.against and args.against.resolve())
     if args.intake:
         return intake(args.intake, args.repeat, args.against and args.against.resolve(), args.startup_check,
                       args.mixed)
@@ -708,17 +839,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     params = SITE.prepare_site(args.pages, SITE.DEFAULT_SITE_DIR, args.port)
     print(f"site: {params.total_pages} pages at {params.start_url}; extras {extras}, M={args.m}, "
           f"workers {args.workers}, {args.repeat} repeat(s); crawler {measure.SPIDER_DIR}")
-    runs: Dict[int, List[FrontierRun]] = {e: [] for e in extras}
+    trees = {"this": measure.SPIDER_DIR}
+    if args.against is not None:   # the same rounds with another crawler, interleaved (same load on both)
+        measure.set_spider_dir(args.against)
+        trees["against"] = measure.SPIDER_DIR
+        measure.set_spider_dir(trees["this"])
+        print(f"interleaved with the crawler in {trees['against']}")
+    every: Dict[str, Dict[int, List[FrontierRun]]] = {name: {e: [] for e in extras} for name in trees}
     t0 = time.monotonic()
     with SITE.Nginx(SITE.DEFAULT_SITE_DIR, params.port, args.nginx_workers) as nginx:
         SITE.check_rate(params)
         for rep in range(args.repeat):
             for extra in extras:
-                run = run_one(params, extra, args.m, args.workers, rep, args.timeout, not args.no_clean_resume,
-                              nginx, args.quiet_wait)
-                runs[extra].append(run)
-                print(f"[{rep + 1}/{args.repeat}] {describe(run)}", flush=True)
-    result = print_summary(runs, args.repeat, args.workers, args.m)
+                for name in (list(trees) if rep % 2 == 0 else list(trees)[::-1]):
+                    measure.SPIDER_DIR = trees[name]
+                    run = run_one(params, extra, args.m, args.workers, rep, args.timeout, not args.no_clean_resume,
+                                  nginx, args.quiet_wait, appended=not args.no_appended,
+                                  tag="" if name == "this" else f"-{name}")
+                    every[name][extra].append(run)
+                    print(f"[{rep + 1}/{args.repeat}] {name if len(trees) > 1 else ''} {describe(run)}", flush=True)
+    measure.SPIDER_DIR = trees["this"]
+    results = {}
+    for name, runs in every.items():
+        if len(trees) > 1:
+            print(f"\n##### crawler {name}: {trees[name]}")
+        results[name] = print_summary(runs, args.repeat, args.workers, args.m)
+    result = results["this"]
+    if len(trees) > 1:
+        compare(results, every, extras)
+        result = {"trees": {k: str(v) for k, v in trees.items()}, **results}
+        runs = {e: every["this"][e] + every["against"][e] for e in extras}
+    else:
+        runs = every["this"]
     print(f"\ntotal benchmark time {time.monotonic() - t0:.0f} s")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     result["runs"] = [{"extra": r.extra, "error": r.error,

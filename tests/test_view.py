@@ -304,3 +304,116 @@ def test_a_view_that_cannot_be_written_costs_nothing_but_the_shortcut(tmp_path: 
     assert s.fold()
     again = FileStore(tmp_path).open()
     assert not again.from_view and again.counts().pending == 7 and again.counts().crawled == 3
+
+
+@pytest.mark.parametrize("typecode", ["I", "q"])
+def test_a_long_piece_is_moved_by_the_lanes_subtraction_as_item_by_item(typecode: str):
+    """A bucket piece of thousands of offsets is moved in one big-integer subtraction
+    (``_minus``): the same offsets as one at a time, the biggest ones included (no lane borrows
+    from the next)."""
+    rng = random.Random(5)
+    top = (1 << 32) - 1 if typecode == "I" else (1 << 40)
+    items = array(typecode, sorted(rng.sample(range(10_000, top), 3 * views.WHOLE)) + [top])
+    for shift in (1, 9_999, 10_000, items[0]):
+        assert list(views._minus(items, shift)) == [x - shift for x in items]
+    cut = items[views.WHOLE]   # two kept stretches, 7 bytes dropped between them
+    moves = views.Moves([5_000, cut], [cut - 7, top + 1], [100, 100 + cut - 7 - 5_000])
+    assert views.translate(items, moves) == views._item_by_item(items, moves)
+
+
+def _stopped(folder: Path) -> tuple[FileStore, list[str]]:
+    """A project as a crawl leaves it just before its clean stop: the parent opened it from the
+    view a clean stop saved (and dropped its table, as the crawl's parent does), a worker crawled
+    some pages and added links. Returns the parent, and the URLs that must be pending after the stop."""
+    s = FileStore(folder, owner=1).open()
+    s.add(QueueEntry(f"{HOSTS[i % 4]}p{i}", 0) for i in range(300))
+    assert s.fold() and s.save_view()
+    parent = FileStore(folder, owner=1).open()
+    worker = FileStore(folder, owner=2).open()
+    assert parent.from_view and worker.from_view
+    parent.drop_seen()
+    for c in worker.claim(50, 0.0, no_delay).claims:
+        worker.settle(c, "crawled", record=crawled_line(c.url, 200, "text/html", 10, 0, 0))
+    worker.add(QueueEntry(f"{HOSTS[1]}new{i}", 1) for i in range(20))
+    return parent, sorted(e.url for e in worker.pending_entries())
+
+
+def test_the_signature_takes_the_crc_the_fold_computed_and_reads_again_after_an_edit(tmp_path: Path, monkeypatch):
+    """The stop's signature (frontier.txt) holds a CRC of the whole queue.txt, which a start
+    uses to tell a paste from an edit. The fold computes it while it writes the file; the
+    signature written right after takes it and does not read a big queue.txt again, but a file
+    changed since (a line appended by hand) is read: the CRC is always the file's own."""
+    import zlib
+    from spider.frontier import paste
+    from spider.frontier.recovery import SIGNATURE, write_signature
+    s, _ = _stopped(tmp_path)
+    assert s.fold()
+    real = paste.crc_of
+    monkeypatch.setattr(paste, "crc_of", lambda *a: pytest.fail("queue.txt read again for its CRC"))
+    write_signature(tmp_path, "k")
+    crc = zlib.crc32((tmp_path / QUEUE).read_bytes())
+    assert f"crc {crc}\n" in (tmp_path / SIGNATURE).read_text()
+    monkeypatch.setattr(paste, "crc_of", real)
+    with open(tmp_path / QUEUE, "a") as f:
+        f.write("http://a.test/by-hand\n")
+    write_signature(tmp_path, "k")
+    crc = zlib.crc32((tmp_path / QUEUE).read_bytes())
+    assert f"crc {crc}\n" in (tmp_path / SIGNATURE).read_text()
+
+
+@pytest.mark.parametrize("step", range(16))
+def test_a_kill_at_any_step_of_the_stop_loses_nothing(tmp_path: Path, step: int):
+    """SIGKILL at each file step of the clean stop (every fsync, rename and write of the fold,
+    its threads' included, the carried view's, then the signature's): the next start (recovery if the signature is not
+    the files', then open) has every pending URL, once, and uses no view that is not the files'."""
+    import signal
+    from spider.frontier.recovery import is_clean, recover, write_signature
+    parent, expected = _stopped(tmp_path)
+    pid = os.fork()
+    if pid == 0:   # the stop, killed at its ``step``-th step
+        try:
+            calls = [0]
+
+            def counted(fn):
+                def go(*a, **kw):
+                    calls[0] += 1
+                    if calls[0] > step:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return fn(*a, **kw)
+                return go
+            os.fsync, os.replace, os.write = counted(os.fsync), counted(os.replace), counted(os.write)
+            assert parent.fold()
+            write_signature(tmp_path, "k")
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    killed = os.WIFSIGNALED(status)
+    assert killed or step >= 13   # (the stop has 15 such steps)
+    clean = is_clean(tmp_path, "k")
+    if not clean:
+        recover(tmp_path, lambda url, depth: None)
+    s = FileStore(tmp_path, owner=3).open()
+    assert s.from_view == clean   # the carried view, once the stop is whole; never a stale one
+    assert sorted(e.url for e in s.pending_entries()) == expected
+    assert s.counts().pending == len(expected) and s.counts().crawled == 50
+    assert sorted(claim_all(s, 0.0)) == expected
+
+
+def test_a_queue_cut_while_the_fold_copies_it_is_copied_again(tmp_path: Path, monkeypatch):
+    """The fold copies queue.txt in a thread while it carries the view; a copy that finds the
+    file shorter than planned (cut by hand meanwhile) is thrown away and the fold starts over,
+    the view carried again: the folded files and view are exactly the pending lines."""
+    from spider.frontier import files
+    s, expected = _stopped(tmp_path)
+    real, calls = files._copy_range, [0]
+
+    def cut_once(*args):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise files._Shrunk("queue.txt is shorter than expected")
+        return real(*args)
+    monkeypatch.setattr(files, "_copy_range", cut_once)
+    assert s.fold() and calls[0] > 1
+    again = FileStore(tmp_path, owner=3).open()
+    assert again.from_view and sorted(e.url for e in again.pending_entries()) == expected
+    assert sorted(claim_all(again, 0.0)) == expected

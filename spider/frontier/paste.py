@@ -211,3 +211,21 @@ def crc_of(fd: int, size: int, chunk: int = 1 << 20) -> int:
         crc = zlib.crc32(data, crc)
         pos += len(data)
     return crc
+
+
+_WRITTEN: dict[tuple[int, int, int, int], int] = {}   # the CRC of the queue.txt this process last wrote
+
+
+def remember_crc(st: os.stat_result, crc: int) -> None:
+    """The CRC of queue.txt as this process just wrote it (the fold computed it on the way), so
+    the stop's signature need not read the file again (``crc_of_file``)."""
+    _WRITTEN.clear()
+    _WRITTEN[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = crc
+
+
+def crc_of_file(fd: int) -> int:
+    """CRC-32 of an open file: the one ``remember_crc`` kept when it is that file, with the same
+    size and modification time (a write since changes one of them), else read."""
+    st = os.fstat(fd)
+    crc = _WRITTEN.get((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return crc_of(fd, st.st_size) if crc is None else crc

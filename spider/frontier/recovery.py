@@ -66,7 +66,7 @@ def write_signature(folder: Path, settings_key: str) -> None:
 def _crc_line(path: Path) -> str:
     try:
         with open(path, "rb") as f:
-            return f"crc {paste.crc_of(f.fileno(), os.fstat(f.fileno()).st_size)}\n"
+            return f"crc {paste.crc_of_file(f.fileno())}\n"   # (the fold's, if it just wrote it)
     except OSError:
         return ""
 
