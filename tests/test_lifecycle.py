@@ -332,7 +332,8 @@ def _slow_child(ready, go, conn) -> None:  # type: ignore[no-untyped-def]
     from spider.crawl import child_signals
 
     ready.set()
-    go.wait(10)   # the parent sends Ctrl-C to it here, before child_signals
+    go.poll(10)   # the parent sends Ctrl-C to it here, before child_signals (a pipe: an Event's
+    # lock, held by a child that the Ctrl-C killed inside its wait, hung the parent's set())
     child_signals()
     conn.send("ok")
 
@@ -347,14 +348,15 @@ def test_a_ctrl_c_at_a_childs_fork_is_no_traceback(how: str) -> None:
     from spider.crawl import start_child
 
     ctx = multiprocessing.get_context("fork")
-    ready, go = ctx.Event(), ctx.Event()
+    ready = ctx.Event()
+    go, go_end = ctx.Pipe(duplex=False)
     parent_end, child_end = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_slow_child, args=(ready, go, child_end))
     start_child(p) if how == "start_child" else p.start()
     assert ready.wait(10)
     os.kill(p.pid, signal.SIGINT)
     time.sleep(0.2)   # the signal is delivered (or held) by now
-    go.set()
+    go_end.send("go")
     p.join(10)
     if how == "start_child":
         assert p.exitcode == 0 and parent_end.poll(1) and parent_end.recv() == "ok"
