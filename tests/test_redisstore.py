@@ -844,6 +844,19 @@ def test_a_worker_at_no_delay_claims_a_batch_of_its_host_while_the_host_keeps_no
     assert capped.claim(1, 0.0, no_delay).finished
 
 
+def test_a_batch_claim_keeps_to_the_level_of_its_first_url(make):
+    """As the file store's (test_store_page.py): a batch of the next level's pages could be
+    crawled while another worker still crawls this level's last ones."""
+    one = make(1, join=True, defer=True, batch=4)
+    one.add([QueueEntry(f"{A}0", 0)] + [QueueEntry(f"{A}{i}", 1) for i in range(1, 3)]
+            + [QueueEntry(f"{A}{i}", 2) for i in range(3, 10)])
+    first = one.claim(1, 0.0, no_delay).claims
+    assert urls_of(first) == [A + "0"] and crawled(one, first[0])       # its pace is not told yet
+    got = one.claim(1, 0.0, no_delay)                                    # level 1: two, not four
+    assert urls(got) == [A + "1", A + "2"] and all(crawled(one, c) for c in got.claims)
+    assert urls(one.claim(1, 0.0, no_delay)) == [A + "3", A + "4", A + "5", A + "6"]
+
+
 def test_a_batch_claim_puts_its_urls_in_flight_with_one_write_of_each_kind(make):
     """A batch's URLs go in flight with one HSET of their fields and one count of each kind
     (in flight, the owner's), not four commands a URL; the counts and settles are as before."""

@@ -632,6 +632,7 @@ local function claim_from(owner, now, lease, room, limit, slot, join, batch)
 local wait = nil
 local function later(t) if wait == nil or t < wait then wait = t end end
 local out, taken, toks, states, done = {}, 0, {}, {}, {}
+local level = nil
 while taken < tonumber(limit) do
   local best, bz, bline, bkey, bpc, br, braw = nil, nil, nil, nil, nil, nil, nil
   for host, _ in pairs(slot) do
@@ -654,6 +655,12 @@ while taken < tonumber(limit) do
     if not ok then slot[host] = nil end
   end
   if best == nil then break end
+  -- A batch keeps to its first URL's level (its score; a block holds one score): a batch of the
+  -- next level's pages could be crawled while another worker still crawls this one's, and meet
+  -- a page a level too deep.
+  local lv = math.floor(tonumber(bkey) / 68719476736)
+  if level ~= nil and lv ~= level then break end
+  if batch then level = lv end
   -- a batch of a host that keeps no pace: the block's next lines too, in key order (not past a recheck)
   local m, below = 1, nil
   if batch and not bpc and bz == 'q' then
