@@ -797,26 +797,16 @@ def _read_head(wire: _Wire) -> tuple[int, int, str, bytes]:
 
 
 def _header_pairs(block: bytes) -> tuple["_Headers", http.client.HTTPMessage | None]:
-    """The headers of a header block as ``parse_headers`` reads them (``_Headers``: the pairs,
-    and the values by lower-case name made in the same walk), and the HTTPMessage when the
-    email parser had to make it (else None: made only if asked for)."""
+    """The headers of a header block as ``parse_headers`` reads them (``_Headers``), and the
+    HTTPMessage when the email parser had to make it (else None: made only if asked for)."""
     text = block.decode("iso-8859-1")
     if _PLAIN_HEADERS.match(text):
         pairs = []
-        joined: dict[str, str] = {}
-        repeated = None
         for line in text.split("\n"):
             if line and line != "\r":
                 name, _, value = line.partition(":")
-                value = value.lstrip(" \t").rstrip("\r")
-                pairs.append((name, value))
-                key = name.lower()
-                if key in joined:
-                    joined[key] += ", " + value
-                    repeated = (repeated or set()) | {key}
-                else:
-                    joined[key] = value
-        headers = _Headers(pairs, joined, repeated)
+                pairs.append((name, value.lstrip(" \t").rstrip("\r")))
+        headers = _Headers(pairs)
         ctype = headers.first("content-type")
         main = ctype.partition(";")[0].strip().lower() if ctype is not None else ""
         if main.count("/") != 1 or main.partition("/")[0] not in ("multipart", "message"):
@@ -840,14 +830,10 @@ class _Headers:
 
     __slots__ = ("_joined", "_pairs", "_repeated")
 
-    def __init__(self, pairs: list[tuple[str, str]], joined: dict[str, str] | None = None,
-                 repeated: set[str] | None = None) -> None:
-        """``joined`` and ``repeated`` when the caller made them from ``pairs`` already."""
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
         self._pairs = pairs
-        if joined is not None:
-            self._joined, self._repeated = joined, repeated
-            return
-        joined = {}
+        joined: dict[str, str] = {}
+        repeated: set[str] | None = None
         for name, value in pairs:
             key = name.lower()
             if key in joined:

@@ -857,9 +857,9 @@ def test_a_batch_claim_keeps_to_the_level_of_its_first_url(make):
     assert urls(one.claim(1, 0.0, no_delay)) == [A + "3", A + "4", A + "5", A + "6"]
 
 
-def test_a_batch_claim_puts_its_urls_in_flight_with_one_write_of_each_kind(make):
-    """A batch's URLs go in flight with one HSET of their fields and one count of each kind
-    (in flight, the owner's), not four commands a URL; the counts and settles are as before."""
+def _a_batch_claims_commands(make):  # type: ignore[no-untyped-def]
+    """A store at --delay 0 whose host's pace is told (its first URL crawled), then a batch claim
+    of 4 of its other 9 URLs: (the store, the claim, Redis's command counts for that claim)."""
     one = make(1, join=True, defer=True, batch=4)
     one.add([QueueEntry(f"{A}{i}") for i in range(10)])
     [c] = one.claim(1, 0.0, no_delay).claims
@@ -868,7 +868,13 @@ def test_a_batch_claim_puts_its_urls_in_flight_with_one_write_of_each_kind(make)
     one.r.config_resetstat()
     got = one.claim(1, 0.0, no_delay)
     assert len(got.claims) == 4
-    stats = one.r.info("commandstats")
+    return one, got, one.r.info("commandstats")
+
+
+def test_a_batch_claim_puts_its_urls_in_flight_with_one_write_of_each_kind(make):
+    """A batch's URLs go in flight with one HSET of their fields and one count of each kind
+    (in flight, the owner's), not four commands a URL; the counts and settles are as before."""
+    one, got, stats = _a_batch_claims_commands(make)
     assert stats["cmdstat_hincrby"]["calls"] == 3      # in flight, the owner's, pending
     assert stats["cmdstat_sadd"]["calls"] == 1         # the host among those with URLs in flight
     c = one.refresh()
@@ -1049,15 +1055,7 @@ def test_a_page_costs_few_commands_inside_its_scripts(make):
     """A page's text, new, is one HSETNX (no HGET); a settle on a host with lines ready asks
     nothing about the lease (one ZCARD); a claim reads its host's fields once (one HMGET of
     them, besides the two of the counts)."""
-    one = make(1, join=True, defer=True, batch=4)
-    one.add([QueueEntry(f"{A}{i}") for i in range(10)])
-    [c] = one.claim(1, 0.0, no_delay).claims
-    assert crawled(one, c)
-    one.flush()
-    one.r.config_resetstat()
-    got = one.claim(1, 0.0, no_delay)
-    assert len(got.claims) == 4
-    stats = one.r.info("commandstats")
+    one, got, stats = _a_batch_claims_commands(make)
     assert stats["cmdstat_hmget"]["calls"] == 3
     one.r.config_resetstat()
     assert crawled(one, got.claims[0])

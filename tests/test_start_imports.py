@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import json
 import multiprocessing
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -25,21 +23,13 @@ from hypothesis import strategies as st
 from sitekit import TestSite
 from spider import fetch, hashes, politeness, recrawl
 from spider.crawl import _Child, _wait_any
+from test_fetch_lazy import _run   # a script in a fresh interpreter, its last line JSON
 
 ROOT = Path(__file__).resolve().parent.parent
 # Never imported by a plain http crawl (its parent, its workers).
 UNUSED = ("http.client", "ssl", "_ssl", "email.parser", "email.utils", "email.message", "calendar",
           "hashlib", "_hashlib", "idna", "multiprocessing", "pickle")
 CRAWL_MODULES = ("spider.cli", "spider.crawl", "spider.spider", "spider.fetch")
-
-
-def _run(script: str) -> dict:  # type: ignore[type-arg]
-    """Run ``script`` in a fresh interpreter (this tree's spider first on the path); it prints one
-    JSON object last."""
-    code = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + textwrap.dedent(script)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def test_the_crawls_modules_import_none_of_them() -> None:

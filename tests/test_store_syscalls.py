@@ -25,24 +25,11 @@ from spider.frontier.files import CLAIMS, CRAWLED, QUEUE, REJECTED, FileStore
 from spider.frontier.recovery import recover
 from spider.records import QueueEntry, crawled_line, rejected_line
 from spider.spider import Spider
+from test_store_page import _close_stores, opened   # noqa: F401  (the fixture closes what opened() opens)
 
 A = "http://a.test/"
 STORE_MODULES = ("spider.frontier.files", "spider.safefs")
 
-_OPEN: list[FileStore] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_stores():
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
-
-def opened(folder: Path, **kw) -> FileStore:  # type: ignore[no-untyped-def]
-    store = FileStore(folder, **kw).open()
-    _OPEN.append(store)
-    return store
 
 
 def no_delay(host: str) -> float:
