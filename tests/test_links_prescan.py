@@ -1,0 +1,71 @@
+"""The <meta charset> pre-scan (``spider.links._detect_encoding``) skips comments without removing
+them first when the match comes before any: it finds the charset the definition finds (comments
+removed from the first 4 KiB, then the first <meta ... charset=...> of what is left), and a label
+is looked up once (``_codec_for``)."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spider import links
+from spider.links import _codec_for, _detect_encoding
+
+
+def defined(body: bytes) -> tuple[str, int]:
+    """The pre-scan as defined: comments removed from the head, then the <meta>, else the XML
+    declaration, else UTF-8 (no BOM, no HTTP charset here)."""
+    head = body[:links._PRESCAN_BYTES]
+    xml = links._XML_DECL_CHARSET_RE.match(head)
+    match = links._META_CHARSET_RE.search(links._COMMENT_RE.sub(b"", head)) or xml
+    codec = _codec_for(match.group(1), from_document=True) if match else None
+    return (codec or "utf-8"), 0
+
+
+def test_a_comment_next_to_the_meta() -> None:
+    # the label goes on after a comment right after it: "koi8" alone is no codec
+    assert _detect_encoding(b"<meta charset=koi8<!---->-r>") == ("koi8-r", 0)
+    assert _detect_encoding(b"<meta charset=koi8-r<!-- -->x>") == ("utf-8", 0)   # koi8-rx
+    # a comment begun inside the tag hides it (unclosed: to the end)
+    assert _detect_encoding(b'<meta foo="<!--" charset=koi8-r>') == ("utf-8", 0)
+    assert _detect_encoding(b"<meta <!-- > --> charset=koi8-r>") == ("koi8-r", 0)
+    assert _detect_encoding(b"<!-- <meta charset=koi8-r> --><meta charset=latin1>") == ("cp1252", 0)
+    assert _detect_encoding(b"<meta charset=koi8-r><!-- <meta charset=latin1>") == ("koi8-r", 0)
+    assert _detect_encoding(b"<!-- x --><meta charset=koi8-r>") == ("koi8-r", 0)
+
+
+ATOMS = [b"<meta", b" charset", b"=", b"koi8", b"-r", b"latin1", b"'", b'"', b">", b"<!--", b"-->",
+         b"<!---->", b" ", b"x", b"<", b"-", b"!", b"\n", b"utf-16", b"<?xml", b" encoding=",
+         b"<meta http-equiv=content-type content='text/html; charset=gbk'>"]
+
+
+@settings(max_examples=1000)
+@given(st.lists(st.sampled_from(ATOMS), max_size=16).map(b"".join), st.integers(0, 4100))
+def test_the_prescan_is_the_definitions(body: bytes, pad: int) -> None:
+    assert _detect_encoding(body) == defined(body)
+    padded = b"x" * pad + body   # across the end of the 4 KiB looked at
+    assert _detect_encoding(padded) == defined(padded)
+
+
+def test_the_prescan_on_random_pages() -> None:
+    rng = random.Random(15)
+    for _ in range(20_000):
+        body = b"".join(rng.choice(ATOMS) for _ in range(rng.randint(0, 24)))
+        assert _detect_encoding(body) == defined(body), body
+
+
+def test_a_label_is_looked_up_once(monkeypatch) -> None:
+    looked: list[object] = []
+    look_up = links._look_up_codec
+    monkeypatch.setattr(links, "_CODECS", {})
+    monkeypatch.setattr(links, "_look_up_codec", lambda label, doc: looked.append(label) or look_up(label, doc))
+    for _ in range(3):
+        assert _codec_for(b"utf-8", from_document=True) == "utf-8"
+        assert _codec_for("UTF-16", from_document=False) == "utf-16-le"
+        assert _codec_for(b"UTF-16", from_document=True) == "utf-8"
+        assert _codec_for(b"base64", from_document=True) is None
+    assert looked == [b"utf-8", "UTF-16", b"UTF-16", b"base64"]
+    long = b"x" * 65   # a hostile server's long labels are not kept
+    assert _codec_for(long, from_document=True) is None and long not in {k for k, _ in links._CODECS}
