@@ -181,17 +181,9 @@ class ParsedPage:
     requisites: list[str] = field(default_factory=list)   # with requisites=True: raw URLs, in order
 
 
+# Frozen dataclasses made without their ``__init__`` (an ``object.__setattr__`` a field): a
+# followed ``Link`` of each distinct href of a page (0.15 µs instead of 0.31), the ``ParsedPage``.
 _NEW = object.__new__
-
-
-def _followed(href: str) -> Link:
-    """``Link(href, False)``, made without the frozen dataclass' ``__init__`` (two
-    ``object.__setattr__`` calls): 0.17 µs instead of 0.31, for each distinct link of a page."""
-    link = _NEW(Link)
-    fields = link.__dict__
-    fields["href"] = href
-    fields["nofollow"] = False
-    return link
 
 
 _ENGINES = threading.local()
@@ -419,8 +411,11 @@ class LinkFinder:
                     links.append(Link(href, True))
                 else:   # half of a real page's links are written twice or more (menus): one Link each
                     link = made.get(href)
-                    if link is None:
-                        link = made[href] = _followed(href)
+                    if link is None:   # Link(href, False)
+                        link = made[href] = _NEW(Link)
+                        fields = link.__dict__
+                        fields["href"] = href
+                        fields["nofollow"] = False
                     links.append(link)
             elif tag == "link":
                 attrs = el.attributes
@@ -470,7 +465,10 @@ class LinkFinder:
                 requisites.extend(css_urls(el.attrs.get("style") or ""))
 
         title = _fold(title_el.text()) if title_el is not None else None
-        return ParsedPage(
+        # ParsedPage(...) without the frozen dataclass' __init__ (an object.__setattr__ a field):
+        # 0.4 µs instead of 1.5; every field, in their order (``test_a_parsed_page_has_every_field``)
+        page = _NEW(ParsedPage)
+        page.__dict__.update(
             links=links,
             base_href=base_href,
             canonical=canonical,
@@ -484,6 +482,7 @@ class LinkFinder:
             dropped=max(0, n_links - max_links) + max(0, len(requisites) - max_links),
             requisites=requisites[:max_links],
         )
+        return page
 
 
 def _remove_joining_text(elements: list[LexborNode]) -> None:

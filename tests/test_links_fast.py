@@ -1,7 +1,8 @@
-"""The <meta charset> pre-scan (``spider.links._detect_encoding``) skips comments without removing
-them first when the match comes before any: it finds the charset the definition finds (comments
-removed from the first 4 KiB, then the first <meta ... charset=...> of what is left), and a label
-is looked up once (``_codec_for``)."""
+"""The fast paths of spider.links give what the plain ones give. The <meta charset> pre-scan
+(``_detect_encoding``) skips comments without removing them first when the match comes before any:
+it finds the charset the definition finds (comments removed from the first 4 KiB, then the first
+<meta ... charset=...> of what is left); a label is looked up once (``_codec_for``); the parse's
+``ParsedPage`` and ``Link``s, made without their ``__init__``, are the ones it makes."""
 
 from __future__ import annotations
 
@@ -69,3 +70,17 @@ def test_a_label_is_looked_up_once(monkeypatch) -> None:
     assert looked == [b"utf-8", "UTF-16", b"UTF-16", b"base64"]
     long = b"x" * 65   # a hostile server's long labels are not kept
     assert _codec_for(long, from_document=True) is None and long not in {k for k, _ in links._CODECS}
+
+
+def test_a_parsed_page_has_every_field() -> None:
+    """``LinkFinder`` makes its ``ParsedPage`` without the dataclass' ``__init__``: every field set,
+    in order, as ``__init__`` sets them."""
+    import dataclasses
+
+    from spider.links import LinkFinder, ParsedPage
+
+    page = LinkFinder("http://h/").parse(b"<title>T</title><a href=x>x</a><a href=x rel=nofollow>y</a>")
+    made = ParsedPage(**{f.name: getattr(page, f.name) for f in dataclasses.fields(ParsedPage)})
+    assert list(vars(page)) == list(vars(made)) and page == made and repr(page) == repr(made)
+    assert [(link.href, link.nofollow) for link in page.links] == [("x", False), ("x", True)]
+    assert vars(page.links[0]) == vars(type(page.links[0])("x", False))
