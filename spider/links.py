@@ -337,6 +337,20 @@ def _document(body: bytes, charset: str | None) -> bytes | str:
     return _decode(body, charset)
 
 
+def _more_than(document: bytes | str, char: bytes | str, limit: int) -> bool:
+    """``document.count(char) > limit``, counting only as far as it takes: the bytes not counted
+    yet hold at most as many ``char``. Each step counts as many as the bound is over ``limit``
+    (all of them ``char``, it would be met): half of a 20 KB bench page (1.5 ns a byte)."""
+    seen, start, end = 0, 0, len(document)
+    while seen <= limit:
+        over = seen + end - start - limit
+        if over <= 0:
+            return False
+        seen += document.count(char, start, start + over)
+        start += over
+    return True
+
+
 class LinkFinder:
     """Parse one page's HTML and report its raw links and page-level facts."""
 
@@ -370,7 +384,7 @@ class LinkFinder:
         document = _document(body, charset)
         if not document or document.isspace():
             return ParsedPage()
-        flatten = document.count(b"<" if isinstance(document, bytes) else "<") > _MAX_TAGS
+        flatten = _more_than(document, b"<" if isinstance(document, bytes) else "<", _MAX_TAGS)
         if flatten:
             text = document if isinstance(document, str) else _decode(body, charset)
             document = _IRRELEVANT_TAG_RE.sub(" ", text)

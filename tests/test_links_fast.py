@@ -84,3 +84,27 @@ def test_a_parsed_page_has_every_field() -> None:
     assert list(vars(page)) == list(vars(made)) and page == made and repr(page) == repr(made)
     assert [(link.href, link.nofollow) for link in page.links] == [("x", False), ("x", True)]
     assert vars(page.links[0]) == vars(type(page.links[0])("x", False))
+
+
+def test_more_than_is_the_count() -> None:
+    """``_more_than`` (is the document over ``_MAX_TAGS`` tags?) counts part of the document only."""
+    from spider.links import _more_than
+
+    rng = random.Random(7)
+    for _ in range(50_000):
+        limit = rng.randint(0, 40)
+        density = rng.random()
+        body = bytes(60 if rng.random() < density else 97 for _ in range(rng.randint(0, 70)))
+        assert _more_than(body, b"<", limit) == (body.count(b"<") > limit), (body, limit)
+        text = body.decode()
+        assert _more_than(text, "<", limit) == (text.count("<") > limit), (text, limit)
+
+
+def test_a_page_just_over_the_tags_limit_is_flattened() -> None:
+    # 10,000 "<" and one more: nested <div>s (blanked when flattened) around a link
+    at = b"<a href=x>x</a>"   # 2 of the "<"
+    page = b"<div>" * (links._MAX_TAGS - 2) + at
+    assert not links._more_than(page, b"<", links._MAX_TAGS)
+    assert links._more_than(page + b"<b>", b"<", links._MAX_TAGS)
+    for body in (page, page + b"<b>"):
+        assert [link.href for link in links.LinkFinder("http://h/").parse(body).links] == ["x"]
