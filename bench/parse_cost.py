@@ -32,6 +32,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 DOCS = Path("/usr/share/doc/python3-doc/html/library")
 sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(REPO_DIR))   # the spider package: links.py imports ``.hashes``
 
 
 def load(name: str, path: Path) -> ModuleType:
@@ -48,7 +49,7 @@ def load_base(rev: str, folder: Path) -> ModuleType:
                             capture_output=True).stdout
     path = folder / "links_base.py"
     path.write_bytes(source)
-    return load("links_base", path)
+    return load("spider.links_base", path)   # in the package: its relative imports
 
 
 def docs_pages(count: int) -> List[Tuple[str, bytes]]:
@@ -106,7 +107,7 @@ def main(argv: List[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         base = load_base(args.base, Path(tmp))
-        new = load("links_new", REPO_DIR / "spider" / "links.py")
+        new = load("spider.links_new", REPO_DIR / "spider" / "links.py")
         sites = {"python docs": docs_pages(args.pages), "bench site": bench_pages(args.pages)}
         for name, pages in sites.items():
             size = statistics.mean(len(b) for _, b in pages) / 1000
