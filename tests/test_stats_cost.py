@@ -68,6 +68,44 @@ def test_url_patterns_are_pattern_of_each_url():
     assert url_patterns([b"http://a.test/x\ny/1"]) == [pattern("http://a.test/x\ny/1")]   # a newline: one by one
 
 
+ONE_HOST = [b"http://a.test/p/1.html", b"http://a.test/p/22.html", b"http://a.test/x://b.test/3", b"http://a.test",
+            b"http://a.test.b/p/4.html", b"http://a.tes/p/5.html", b"https://a.test/p/6.html", b"http://a.test:80/p/7",
+            b"a.test/p/8", b"a.test/x://c.test/9", b"ftp://a.test/p/1", b"http://a.test/p/caf\xc3\xa9/2",
+            b"http://A.test/p/3", b"http://a.test//p/4", b"x://y://a.test/5", b"x://y://a.test/6", b"x://y:/7"]
+
+
+def test_the_urls_of_one_host_are_told_apart_from_others_without_a_findall(monkeypatch):
+    """One count in C says that all the URLs begin with the first one's scheme, host and "/" (the
+    bench's census: one site); else the hosts are found as before. Either way, ``pattern`` of each."""
+    found = []
+
+    class Counted:
+        def __init__(self, rx):
+            self.rx = rx
+
+        def match(self, text):
+            return self.rx.match(text)
+
+        def findall(self, text):
+            found.append(len(text))
+            return self.rx.findall(text)
+    monkeypatch.setattr(census_mod, "_HOST", Counted(census_mod._HOST))
+    rnd = random.Random(7)
+    for _ in range(400):
+        first = rnd.choice(ONE_HOST)
+        others = rnd.sample(ONE_HOST, rnd.choice([1, 2, 3]))
+        urls = [random_url(rnd, [first])] + [random_url(rnd, [first] * 8 + others) for _ in range(rnd.randrange(1, 40))]
+        assert url_patterns(urls) == [pattern(u.decode("utf-8", "replace")) for u in urls], urls
+    # The first URL has no "://": another's host may be after one further on (c2.test, c3.test).
+    for urls in ([b"a1.test/p/8", b"a1.test/x://c2.test/9", b"a1.test/x://c3.test/9", b"a1.test/x://c2.test/8",
+                  b"a1.test/x://c3.test/7"], [b"http://h1.test/a", b"http://h1.test/a", b"http://h2.test/a"]):
+        assert url_patterns(urls) == [pattern(u.decode()) for u in urls]
+    found.clear()
+    urls = [b"http://127.0.0.1:18801/p/%d.html" % i for i in range(2000)] + [b"http://127.0.0.1:18801/hub/1.html"]
+    assert url_patterns(urls) == [pattern(u.decode()) for u in urls]
+    assert found == []
+
+
 def test_the_census_works_a_pattern_out_once_per_url_shape(tmp_path: Path, monkeypatch):
     """2,000 numbered pages queued and 1,000 claimed: a few calls of ``pattern`` (the parent used
     to call it for every line of queue.txt and claims.txt, 40% of what sampling cost it)."""
