@@ -1195,7 +1195,10 @@ def _create_connection(host: str, port: int, timeout: float | None) -> socket.so
     """urllib3's ``create_connection`` with its connection's default socket options (Nagle off):
     each address tried in turn, the last one's error raised."""
     error: OSError | None = None
-    for family, kind, proto, _, address in socket.getaddrinfo(host, port, _gai_family(), socket.SOCK_STREAM):
+    # An ASCII host goes as bytes: given a str, getaddrinfo encodes it with the "idna" codec,
+    # imported then (encodings.idna and stringprep, ~1.5 ms of each worker's first connection).
+    name = host.encode("ascii") if host.isascii() else host
+    for family, kind, proto, _, address in socket.getaddrinfo(name, port, _gai_family(), socket.SOCK_STREAM):
         sock = None
         try:
             sock = socket.socket(family, kind, proto)

@@ -2,7 +2,7 @@
 every small command; the parent imports the workers' modules before the fork, so all of them are
 paid there once. What a plain http crawl never needs, in the parent or in a worker, is not
 imported: http.client (with ssl and the email parser), email.utils, calendar, hashlib's OpenSSL,
-idna (until a punycode label), multiprocessing (the workers are forked by ``crawl._Child``).
+idna and the "idna" codec (until a punycode label), multiprocessing (the workers are forked by ``crawl._Child``).
 What the direct path did with them is done without them, and checked against them here."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from test_fetch_lazy import _run   # a script in a fresh interpreter, its last l
 ROOT = Path(__file__).resolve().parent.parent
 # Never imported by a plain http crawl (its parent, its workers).
 UNUSED = ("http.client", "ssl", "_ssl", "email.parser", "email.utils", "email.message", "calendar",
-          "hashlib", "_hashlib", "idna", "multiprocessing", "pickle")
+          "hashlib", "_hashlib", "idna", "encodings.idna", "multiprocessing", "pickle")
 CRAWL_MODULES = ("spider.cli", "spider.crawl", "spider.spider", "spider.fetch")
 
 
