@@ -430,10 +430,10 @@ class Spider:
                 if read is not None:
                     self._commit_page(claim, extra, read)
                 if 200 <= result.status < 300:   # when to check it again, and with which validators
-                    self.store.log("schedule", recrawl.after_fetch(
+                    self.store.log("schedule", recrawl.first_line(
                         claim.url, now, result.etag, result.last_modified,
                         extra.get("content_hash") or f"{result.content_type or '-'}:{result.size}",
-                        self.config.recrawl_min, self.config.recrawl_max).line())
+                        self.config.recrawl_min, self.config.recrawl_max))
                 self.store.settle(claim, "crawled", record=crawled_line(
                     claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
         elif v is Verdict.RETRY:
