@@ -100,6 +100,7 @@ class Spider:
         self._requisites = config.requisites or config.check_requisites
         self._sent: dict[str, float] = {}   # host -> when this worker's last request to it left
         self._resolved = _ResolvedLinks()   # menu links: resolved once per directory, not per page
+        self._floors: dict[str, tuple[Rules, float]] = {}   # host -> (its rules, its floor): ``_floor``
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -135,13 +136,26 @@ class Spider:
         URLs need, as they were claimed, to be fetched one after the other."""
         state = self.store.host_state(host)
         return (state.next_allowed <= self.clock() and not state.failures and state.reason == "-"
-                and self.delay_for(host) == 0)
+                and self._delay_in(host, state) == 0)
 
     def floor(self, host: str) -> float:
         """The least delay for a host: --delay, raised by its robots.txt Crawl-delay (capped)."""
-        rules = self.robots.known(host) if self.robots else None
-        cd = rules.crawl_delay(self.agent) if rules else None
-        return self.config.delay if cd is None else max(self.config.delay, min(cd, self.config.max_delay))
+        return self._floor(host, self.robots.known(host) if self.robots else None)
+
+    def _floor(self, host: str, rules: Rules | None) -> float:
+        """``floor`` of a host whose fresh rules are ``rules``: worked out once per rules (the
+        Crawl-delay is Protego's answer, and a page asks for its host's floor three times or more)."""
+        if rules is None:
+            return self.config.delay
+        kept = self._floors.get(host)
+        if kept is not None and kept[0] is rules:
+            return kept[1]
+        cd = rules.crawl_delay(self.agent)
+        floor = self.config.delay if cd is None else max(self.config.delay, min(cd, self.config.max_delay))
+        if len(self._floors) >= SENT_HOSTS:
+            self._floors.clear()
+        self._floors[host] = (rules, floor)
+        return floor
 
     def delay_for(self, host: str) -> float:
         """Seconds the next request to ``host`` must wait after this one (shared host state).
@@ -149,9 +163,16 @@ class Spider:
         While the host's robots.txt is not known, a claim holds the host for ROBOTS_PENDING: the
         worker fetching robots.txt must not race another worker that does not know the
         Crawl-delay yet. The request itself then sets the real slot (``_hold_host``)."""
-        if self.robots is not None and self.robots.known(host) is None:
+        return self._delay_in(host, self.store.host_state(host))
+
+    def _delay_in(self, host: str, state: HostState) -> float:
+        """``delay_for`` of a host in ``state`` (its ``host_state``, which the caller has already)."""
+        if self.robots is None:
+            return min(self.config.max_delay, effective_delay(state, self.config.delay))
+        rules = self.robots.known(host)   # (asked once: ``floor`` would ask again)
+        if rules is None:
             return ROBOTS_PENDING
-        return self.host_delay(host)
+        return min(self.config.max_delay, effective_delay(state, self._floor(host, rules)))
 
     def host_delay(self, host: str) -> float:
         """The host's real delay (its floor, or what 429/503 or --auto-throttle made it), never ROBOTS_PENDING."""
@@ -309,8 +330,9 @@ class Spider:
         now. A later time set by the host itself (Retry-After, parking) is kept. Returns the
         delay it used."""
         host = host_key(url)
-        delay, now = self.delay_for(host), self.clock()
-        if delay > 0 or self.store.host_state(host).next_allowed > now:
+        state = self.store.host_state(host)
+        delay, now = self._delay_in(host, state), self.clock()
+        if delay > 0 or state.next_allowed > now:
             self.store.update_host(host, lambda s: replace(s, next_allowed=(
                 now + delay if s.reason == "-" else max(s.next_allowed, now + delay))))
         return delay

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
+from pathlib import Path
 
-from spider import recrawl
+from conftest import FakeClock
+from spider import recrawl, robots
+from spider.config import CrawlConfig
+from spider.frontier.memory import MemoryStore
+from spider.politeness import effective_delay
+from spider.robots import PENDING as ROBOTS_PENDING
+from spider.spider import Spider
 
 
 def test_first_schedule_line_is_the_pages_line() -> None:
@@ -30,3 +38,49 @@ def test_first_schedule_line_is_the_pages_line() -> None:
         assert recrawl.first_line(url, now, etag, modified, text_hash, lo, hi) == want, (etag, modified, text_hash, lo, hi)
         n += 1
     assert n > 1000
+
+
+def _floor_afresh(spider, host: str) -> float:   # type: ignore[no-untyped-def]
+    """The floor as worked out before ``Spider._floor`` kept it: asked of the rules each time."""
+    rules = spider.robots.known(host)
+    cd = rules.crawl_delay(spider.agent) if rules else None
+    cfg = spider.config
+    return cfg.delay if cd is None else max(cfg.delay, min(cd, cfg.max_delay))
+
+
+def _delay_afresh(spider, host: str) -> float:   # type: ignore[no-untyped-def]
+    if spider.robots.known(host) is None:
+        return ROBOTS_PENDING
+    return min(spider.config.max_delay, effective_delay(spider.store.host_state(host), _floor_afresh(spider, host)))
+
+
+def test_a_hosts_kept_floor_follows_its_rules(tmp_path: Path) -> None:
+    """The floor kept per host (``Spider._floor``) is that of the host's rules as they are now: new
+    rules (robots.txt fetched again, another Crawl-delay) give a new floor, never the kept one; and
+    ``delay_for`` (rules asked once) gives what asking ``floor`` and the host's state gives."""
+    clock = FakeClock()
+    store = MemoryStore()
+    store.folder = tmp_path   # type: ignore[attr-defined]
+    spider = Spider(CrawlConfig(seeds=("http://a.test/",), delay=0.5, max_delay=8.0), store, clock=clock, wait=clock.wait)
+    hosts = ["a.test", "b.test:8080"]
+    seen: list[float] = []
+    for step, body in enumerate(["User-agent: *\nCrawl-delay: 3\n", "User-agent: *\nCrawl-delay: 0.1\n",
+                                 "User-agent: *\nCrawl-delay: 100\n", "User-agent: *\nDisallow: /x\n",
+                                 "User-agent: other\nCrawl-delay: 7\n", "User-agent: *\nCrawl-delay: 2\n"]):
+        for host in hosts:
+            assert spider.delay_for(host) == _delay_afresh(spider, host) == ROBOTS_PENDING
+            assert spider.floor(host) == _floor_afresh(spider, host)
+            # robots.txt fetched again: new rules with another Crawl-delay
+            rules, _ = spider.robots.get(host, lambda previous: (robots.from_fetch(200, body.encode(), clock()), "u"))
+            floor = spider.floor(host)
+            assert floor == _floor_afresh(spider, host)
+            assert spider.delay_for(host) == _delay_afresh(spider, host) == floor
+            store.update_host(host, lambda s: replace(s, delay=2.0 * step))   # a host slowed down (429s)
+            assert spider.delay_for(host) == _delay_afresh(spider, host) == min(8.0, max(2.0 * step, floor))
+            store.update_host(host, lambda s: replace(s, delay=0.0))
+            clock.wait(robots.FRESH_FOR + 1)   # stale: no rules until fetched again
+            assert spider.floor(host) == _floor_afresh(spider, host) == 0.5
+            assert spider.delay_for(host) == ROBOTS_PENDING
+            spider.robots._missing.clear()   # (a file looked for a moment ago is looked for again)
+        seen.append(floor)
+    assert seen == [3.0, 0.5, 8.0, 0.5, 0.5, 2.0]
