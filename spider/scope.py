@@ -307,6 +307,12 @@ def _scan(pattern: str) -> Scan | None:
         return None
 
 
+# The reasons of ``Admission.check`` that the URL alone decides (whatever the depth, the day or the
+# page that links to it), checked before the others: a worker refuses a URL it refused for one of
+# them again without asking (``Spider._reject``).
+BY_URL_ALONE = frozenset({"url too long", "scope", "deny", "allow"})
+
+
 class Admission:
     """The one admission decision, built once per worker from the crawl's settings."""
 
@@ -325,6 +331,7 @@ class Admission:
         return self.traps.strip_session_ids(url)
 
     def check(self, url: str, depth: int) -> str | None:
+        # (the first four rules read the URL alone: ``BY_URL_ALONE``)
         if len(url) > MAX_URL_LENGTH:
             return "url too long"
         if not self.scope.allows(url):

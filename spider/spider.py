@@ -30,7 +30,7 @@ from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
 from .records import REQUISITE, QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, safe_text, utc_stamp
-from .scope import Admission
+from .scope import BY_URL_ALONE, Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
 from .frontier.files import CLAIM_BATCH, HOT_URLS, FileStore
@@ -91,7 +91,8 @@ class Spider:
         if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
             store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()
-        self._rejected_lately: set[str] = set()   # its URLs met lately, as strings (``_reject``)
+        # Its URLs met lately, as strings, each with its reason when the URL alone makes it (``_reject``)
+        self._rejected_lately: dict[str, str | None] = {}
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else _robots_cache(store, clock)
@@ -693,11 +694,15 @@ class Spider:
         else:
             resolved, known = checked
         linked = report.linked.append
-        duplicates = 0
+        lately = self._rejected_lately
+        duplicates = refused_again = 0
         for link, url in resolved:
             if url in known or url in batch:   # (most of a page's links: counted in a local)
                 duplicates += 1
                 linked(url)
+                continue
+            if lately.get(url) is not None:   # refused lately by a rule of the URL alone, and logged
+                refused_again += 1
                 continue
             reason = self.admission.check(url, new_depth)
             if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
@@ -713,6 +718,7 @@ class Spider:
             batch[url] = QueueEntry(url, new_depth, 0, 0.0, page_url, kind)
             linked(url)
         report.duplicates += duplicates
+        report.rejected += refused_again
         if refused:
             self._reject(refused)
         if batch:
@@ -732,14 +738,16 @@ class Spider:
 
         The URLs refused lately are kept as strings too (at most HOT_URLS): most of a page's
         refused links were refused on the page before, and a string lookup is cheaper than a
-        fingerprint's probe of ``_rejected``."""
+        fingerprint's probe of ``_rejected``. With each, the reason when the URL alone decides it
+        (``BY_URL_ALONE``: out of scope, ...): ``add_links_to_queue`` then refuses it again at once,
+        whatever the depth, the link's nofollow or robots.txt, which ``Admission.check`` asks later."""
         lately, lines = self._rejected_lately, []
         for u, r, s in items:
             if u in lately:
                 continue
             if len(lately) >= HOT_URLS:
                 lately.clear()
-            lately.add(u)
+            lately[u] = r if r in BY_URL_ALONE else None
             if self._rejected.add(u):
                 lines.append(rejected_line(u, r, s))
         if lines:

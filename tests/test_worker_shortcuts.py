@@ -6,10 +6,14 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+import spider.spider as worker
 from conftest import FakeClock
 from spider import recrawl, robots
 from spider.config import CrawlConfig
 from spider.frontier.memory import MemoryStore
+from spider.links import Link
 from spider.politeness import effective_delay
 from spider.robots import PENDING as ROBOTS_PENDING
 from spider.spider import Spider
@@ -84,3 +88,42 @@ def test_a_hosts_kept_floor_follows_its_rules(tmp_path: Path) -> None:
             spider.robots._missing.clear()   # (a file looked for a moment ago is looked for again)
         seen.append(floor)
     assert seen == [3.0, 0.5, 8.0, 0.5, 0.5, 2.0]
+
+
+def test_a_url_refused_lately_by_a_rule_of_the_url_alone_is_refused_as_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``add_links_to_queue`` refuses a URL refused lately for a reason of the URL alone (scope,
+    deny, allow, length) without asking ``Admission.check`` again: pages' reports, rejected.txt's
+    lines and the queue are those of a worker that asks every time; a URL refused for its depth, a
+    nofollow link or robots.txt is asked again (a shallower page, a followed link, may add it)."""
+    def crawl(shortcut: bool) -> tuple[list, list, list]:
+        if not shortcut:
+            monkeypatch.setattr(worker, "BY_URL_ALONE", frozenset())
+        store = MemoryStore()
+        store.folder = tmp_path / f"w{shortcut}"   # type: ignore[attr-defined]
+        store.folder.mkdir()
+        clock = FakeClock()
+        spider = Spider(CrawlConfig(seeds=("http://a.test/",), max_depth=3, deny=("secret",), allow=(r"a\.test/[^x]",),
+                                    delay=0), store, clock=clock, wait=clock.wait)
+        spider.robots.get("a.test", lambda previous: (robots.from_fetch(200, b"User-agent: *\nDisallow: /private\n",
+                                                                        clock()), "u"))
+        refused = ["http://b.test/p", "http://a.test:8080/p", "http://a.test/secret", "http://a.test/x1",
+                   "http://a.test/" + "y" * 9000, "http://a.test/private/1"]
+        reports = []
+        for page in range(12):
+            depth = [1, 3, 2, 0, 3, 3, 2][page % 7]   # a link refused for its depth, then from a shallower page
+            links = [Link(u, False) for u in refused] + [Link(f"/d{page % 3}", False), Link(f"/n{page % 2}", page % 4 < 2)]
+            if page % 5 == 0:
+                links = links[::-1]
+            reports.append(spider.add_links_to_queue(f"http://a.test/page{page}", links, depth,
+                                                     nofollow_page=page == 6))
+        return reports, store.logs.get("rejected", []), [e.line() for e in store.pending]
+
+    fast = crawl(True)
+    slow = crawl(False)
+    monkeypatch.undo()
+    assert fast == slow
+    reports, rejected, queued = fast
+    assert sum(r.rejected for r in reports) >= 6 * 12 and len(queued) >= 3
+    assert {line.split("\t")[1] for line in "".join(rejected).splitlines()} >= {
+        "scope", "deny", "allow", "url too long", "robots", "depth", "nofollow"}
