@@ -207,10 +207,10 @@ class _PlainTest:
         """True: no trap rule refuses ``url``; False: the rules must say."""
         if self.off:
             return False
-        low = url.lower()
-        keys = self.keys if self.key_at is not None and self.key_at.search(low) else ()
-        dated = self.dated and self.DATE.search(url) is not None
-        return self._each([url], keys, self.dated and "year=" in low, dated)[0]
+        # One URL: with all the searches (as ``_clear_block``'s unsure ones), since ``_each`` looks
+        # for a key, "year=" or a date only where one could be (a query, a "19"): searching the
+        # whole URL first, as ``clear_many`` does for a run, costs a single URL ~0.5 µs more.
+        return self._each([url], self.keys, self.dated, self.dated)[0]
 
     def clear_many(self, urls: list[str]) -> list[bool]:
         """``clear`` of each URL. What would be searched in each URL (the presentation keys,
@@ -307,6 +307,12 @@ def _scan(pattern: str) -> Scan | None:
         return None
 
 
+# The reasons of ``Admission.check`` that the URL alone decides (whatever the depth, the day or the
+# page that links to it), checked before the others: a worker refuses a URL it refused for one of
+# them again without asking (``Spider._reject``).
+BY_URL_ALONE = frozenset({"url too long", "scope", "deny", "allow"})
+
+
 class Admission:
     """The one admission decision, built once per worker from the crawl's settings."""
 
@@ -325,6 +331,7 @@ class Admission:
         return self.traps.strip_session_ids(url)
 
     def check(self, url: str, depth: int) -> str | None:
+        # (the first four rules read the URL alone: ``BY_URL_ALONE``)
         if len(url) > MAX_URL_LENGTH:
             return "url too long"
         if not self.scope.allows(url):

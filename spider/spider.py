@@ -30,7 +30,7 @@ from .politeness import HostState, effective_delay, tell_host
 from .robots import MAX_BODY as ROBOTS_MAX_BODY, MAX_HOPS as ROBOTS_HOPS, PENDING as ROBOTS_PENDING, RobotsCache, Rules, product_token
 from .robots import from_fetch as robots_from_fetch
 from .records import REQUISITE, QueueEntry, clean, crawled_line, duplicate_line, failed_line, rejected_line, safe_text, utc_stamp
-from .scope import Admission
+from .scope import BY_URL_ALONE, Admission
 from .frontier.seen import SeenSet
 from .frontier.contract import Claim, Store, StoreError
 from .frontier.files import CLAIM_BATCH, HOT_URLS, FileStore
@@ -91,7 +91,8 @@ class Spider:
         if self._batched:   # a claim takes a few URLs of hosts that keep no pace (files.batch_size)
             store.batch = CLAIM_BATCH  # type: ignore[union-attr]
         self._rejected = SeenSet()
-        self._rejected_lately: set[str] = set()   # its URLs met lately, as strings (``_reject``)
+        # Its URLs met lately, as strings, each with its reason when the URL alone makes it (``_reject``)
+        self._rejected_lately: dict[str, str | None] = {}
         self._seeds = frozenset(config.seeds)   # admitted whatever the rules say
         self.agent = product_token(config.user_agent)
         self.robots = None if config.ignore_robots else _robots_cache(store, clock)
@@ -100,6 +101,7 @@ class Spider:
         self._requisites = config.requisites or config.check_requisites
         self._sent: dict[str, float] = {}   # host -> when this worker's last request to it left
         self._resolved = _ResolvedLinks()   # menu links: resolved once per directory, not per page
+        self._floors: dict[str, tuple[Rules, float]] = {}   # host -> (its rules, its floor): ``_floor``
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool]) -> None:
@@ -135,13 +137,26 @@ class Spider:
         URLs need, as they were claimed, to be fetched one after the other."""
         state = self.store.host_state(host)
         return (state.next_allowed <= self.clock() and not state.failures and state.reason == "-"
-                and self.delay_for(host) == 0)
+                and self._delay_in(host, state) == 0)
 
     def floor(self, host: str) -> float:
         """The least delay for a host: --delay, raised by its robots.txt Crawl-delay (capped)."""
-        rules = self.robots.known(host) if self.robots else None
-        cd = rules.crawl_delay(self.agent) if rules else None
-        return self.config.delay if cd is None else max(self.config.delay, min(cd, self.config.max_delay))
+        return self._floor(host, self.robots.known(host) if self.robots else None)
+
+    def _floor(self, host: str, rules: Rules | None) -> float:
+        """``floor`` of a host whose fresh rules are ``rules``: worked out once per rules (the
+        Crawl-delay is Protego's answer, and a page asks for its host's floor three times or more)."""
+        if rules is None:
+            return self.config.delay
+        kept = self._floors.get(host)
+        if kept is not None and kept[0] is rules:
+            return kept[1]
+        cd = rules.crawl_delay(self.agent)
+        floor = self.config.delay if cd is None else max(self.config.delay, min(cd, self.config.max_delay))
+        if len(self._floors) >= SENT_HOSTS:
+            self._floors.clear()
+        self._floors[host] = (rules, floor)
+        return floor
 
     def delay_for(self, host: str) -> float:
         """Seconds the next request to ``host`` must wait after this one (shared host state).
@@ -149,9 +164,16 @@ class Spider:
         While the host's robots.txt is not known, a claim holds the host for ROBOTS_PENDING: the
         worker fetching robots.txt must not race another worker that does not know the
         Crawl-delay yet. The request itself then sets the real slot (``_hold_host``)."""
-        if self.robots is not None and self.robots.known(host) is None:
+        return self._delay_in(host, self.store.host_state(host))
+
+    def _delay_in(self, host: str, state: HostState) -> float:
+        """``delay_for`` of a host in ``state`` (its ``host_state``, which the caller has already)."""
+        if self.robots is None:
+            return min(self.config.max_delay, effective_delay(state, self.config.delay))
+        rules = self.robots.known(host)   # (asked once: ``floor`` would ask again)
+        if rules is None:
             return ROBOTS_PENDING
-        return self.host_delay(host)
+        return min(self.config.max_delay, effective_delay(state, self._floor(host, rules)))
 
     def host_delay(self, host: str) -> float:
         """The host's real delay (its floor, or what 429/503 or --auto-throttle made it), never ROBOTS_PENDING."""
@@ -309,8 +331,9 @@ class Spider:
         now. A later time set by the host itself (Retry-After, parking) is kept. Returns the
         delay it used."""
         host = host_key(url)
-        delay, now = self.delay_for(host), self.clock()
-        if delay > 0 or self.store.host_state(host).next_allowed > now:
+        state = self.store.host_state(host)
+        delay, now = self._delay_in(host, state), self.clock()
+        if delay > 0 or state.next_allowed > now:
             self.store.update_host(host, lambda s: replace(s, next_allowed=(
                 now + delay if s.reason == "-" else max(s.next_allowed, now + delay))))
         return delay
@@ -430,10 +453,10 @@ class Spider:
                 if read is not None:
                     self._commit_page(claim, extra, read)
                 if 200 <= result.status < 300:   # when to check it again, and with which validators
-                    self.store.log("schedule", recrawl.after_fetch(
+                    self.store.log("schedule", recrawl.first_line(
                         claim.url, now, result.etag, result.last_modified,
                         extra.get("content_hash") or f"{result.content_type or '-'}:{result.size}",
-                        self.config.recrawl_min, self.config.recrawl_max).line())
+                        self.config.recrawl_min, self.config.recrawl_max))
                 self.store.settle(claim, "crawled", record=crawled_line(
                     claim.url, result.status, result.content_type or "-", result.size, entry.depth, now, **extra))
         elif v is Verdict.RETRY:
@@ -671,11 +694,15 @@ class Spider:
         else:
             resolved, known = checked
         linked = report.linked.append
-        duplicates = 0
+        lately = self._rejected_lately
+        duplicates = refused_again = 0
         for link, url in resolved:
             if url in known or url in batch:   # (most of a page's links: counted in a local)
                 duplicates += 1
                 linked(url)
+                continue
+            if lately.get(url) is not None:   # refused lately by a rule of the URL alone, and logged
+                refused_again += 1
                 continue
             reason = self.admission.check(url, new_depth)
             if reason is None and obey_nofollow and (nofollow_page or (isinstance(link, Link) and link.nofollow)):
@@ -691,6 +718,7 @@ class Spider:
             batch[url] = QueueEntry(url, new_depth, 0, 0.0, page_url, kind)
             linked(url)
         report.duplicates += duplicates
+        report.rejected += refused_again
         if refused:
             self._reject(refused)
         if batch:
@@ -710,14 +738,16 @@ class Spider:
 
         The URLs refused lately are kept as strings too (at most HOT_URLS): most of a page's
         refused links were refused on the page before, and a string lookup is cheaper than a
-        fingerprint's probe of ``_rejected``."""
+        fingerprint's probe of ``_rejected``. With each, the reason when the URL alone decides it
+        (``BY_URL_ALONE``: out of scope, ...): ``add_links_to_queue`` then refuses it again at once,
+        whatever the depth, the link's nofollow or robots.txt, which ``Admission.check`` asks later."""
         lately, lines = self._rejected_lately, []
         for u, r, s in items:
             if u in lately:
                 continue
             if len(lately) >= HOT_URLS:
                 lately.clear()
-            lately.add(u)
+            lately[u] = r if r in BY_URL_ALONE else None
             if self._rejected.add(u):
                 lines.append(rejected_line(u, r, s))
         if lines:

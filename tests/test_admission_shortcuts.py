@@ -94,6 +94,26 @@ def test_admission_answers_as_the_rules_asked_every_time(urls: list[str], mode: 
         assert admission.check(url, depth) == want, url
 
 
+def _clear_searching_first(plain: _PlainTest, url: str) -> bool:
+    """``_PlainTest.clear`` as it was: the whole URL searched for a key, "year=" and a date first,
+    and ``_each`` told to look for only what was found (as ``clear_many`` does for a run)."""
+    if plain.off:
+        return False
+    low = url.lower()
+    keys = plain.keys if plain.key_at is not None and plain.key_at.search(low) else ()
+    dated = plain.dated and plain.DATE.search(url) is not None
+    return plain._each([url], keys, plain.dated and "year=" in low, dated)[0]
+
+
+@PROPERTY
+@given(st.one_of(URLS, ODD), st.sampled_from(RULES))
+def test_one_url_is_cleared_as_when_searched_first(url: str, rules: TrapRules) -> None:
+    """``clear`` of one URL, which lets ``_each`` look where a key, "year=" or a date could be,
+    answers as the whole URL searched first: those searches only spare ``_each`` its looks."""
+    plain = _PlainTest(rules)
+    assert plain.clear(url) == _clear_searching_first(plain, url), url
+
+
 def test_a_scope_keeps_its_answers_per_host_and_port() -> None:
     scope = Scope("host", ("http://a.test/",))
     asked = [("http://a.test/x", True), ("http://a.test:8080/x", False), ("http://u@a.test/y", True),
