@@ -860,14 +860,12 @@ class FileStore:
         if len(out) < len(urls):
             if len(cold) > HOT_URLS:
                 cold.clear()
-            has, fingerprint = seen.has, seen.fingerprint
-            for u in urls:
-                if u in out:
-                    continue
-                fp = cold.get(u)
-                if fp is None:
-                    fp = fingerprint(u)
-                if has(fp):
+            # The rest asked of the table in one call (``has_many``), not one call a link.
+            missing = [u for u in urls if u not in out]
+            fingerprint, get = seen.fingerprint, cold.get
+            fps = [get(u) or fingerprint(u) for u in missing]   # (a fingerprint is never 0)
+            for u, fp, found in zip(missing, fps, seen.has_many(fps)):
+                if found:
                     out.add(u)
                     hot.add(u)
                     cold.pop(u, None)
@@ -937,7 +935,17 @@ class FileStore:
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
             # A batch's further URLs (``batch_size``): only of hosts that keep no pace, so every
             # one of them may be fetched right after the other.
-            unpaced = lambda h: host_next.get(h, 0.0) if delay_for(h) <= 0 else math.inf   # noqa: E731
+            unpaced = lambda h: host_next.get(h, 0.0) if delay_of(h) <= 0 else math.inf   # noqa: E731
+            # A host's delay, asked once a step: it depends on its robots.txt and its shared
+            # state's delay, which nothing changes while the lock is held (a claim changes only
+            # its next-allowed time).
+            delays: dict[str, float] = {}
+
+            def delay_of(h: str) -> float:
+                d = delays.get(h)
+                if d is None:
+                    d = delays[h] = delay_for(h)
+                return d
             wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck),
                                 ready_at) if self._delayed else None
             rounds = PASTE_ROUNDS
@@ -984,7 +992,7 @@ class FileStore:
                                                    self._score(entry.url, entry.depth), recheck))
                     wait = entry.not_before if wait is None else min(wait, entry.not_before)
                     continue
-                delay = delay_for(host)
+                delay = delay_of(host)
                 # Round the reservation up to the millisecond written, so politeness never shrinks.
                 nxt = f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
                 qline = line.rstrip("\n")
