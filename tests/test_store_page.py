@@ -149,6 +149,23 @@ def test_a_claim_at_delay_0_takes_a_batch_of_hosts_that_keep_no_pace(tmp_path: P
     assert [r.split("\t")[0] for r in data_lines(tmp_path / CLAIMS)] == ["C"] * CLAIM_BATCH
 
 
+def test_a_claim_step_asks_each_hosts_delay_once(tmp_path: Path) -> None:
+    """A host's delay (its robots.txt, its shared state) cannot change while the claim holds the
+    lock: a batch asks it once, not once per URL taken and once per candidate (issue 15)."""
+    store = opened(tmp_path, owner=1)
+    store.batch = CLAIM_BATCH
+    store.add([QueueEntry(f"{A}{i}") for i in range(10)] + [QueueEntry(f"{B}{i}") for i in range(10)])
+    asked: list[str] = []
+
+    def delay_for(host: str) -> float:
+        asked.append(host)
+        return 0.0
+    got = [c.url for c in store.claim(1, 0.0, delay_for).claims]
+    assert len(got) == CLAIM_BATCH
+    assert sorted(asked) == sorted(set(asked)), asked   # each host asked once
+    assert {u.split("/")[2] for u in got} <= set(asked)
+
+
 def test_a_paced_host_ends_a_batch_and_one_alone_is_taken_alone(tmp_path: Path) -> None:
     store = opened(tmp_path, owner=1)
     store.batch = CLAIM_BATCH
