@@ -125,6 +125,28 @@ def test_inside_a_hold_the_files_are_looked_at_once_and_other_processes_lines_ar
     assert two.refresh().crawled == 1 and two.counts().pending == 2
 
 
+def test_the_next_claim_may_be_taken_inside_the_page_hold(tmp_path: Path, monkeypatch) -> None:
+    """What a caller that claims its next batch at the end of a page's hold relies on (one hold
+    a batch less; see notes/w-files.md): the claim inside the hold takes what the hold's own
+    add queued, its records follow the page's D record whole, and another process reads both."""
+    one, two = opened(tmp_path, owner=1), opened(tmp_path, owner=2)
+    one.batch = CLAIM_BATCH
+    one.add([QueueEntry(A + "0")])
+    (claim,) = one.claim(1, 0.0, no_delay).claims
+    holds = lock_counter(monkeypatch)
+    with one.hold():
+        one.add([QueueEntry(f"{A}{i}", 1) for i in range(1, 6)])
+        one.settle(claim, "crawled", record=crawled_line(claim.url, 200, "text/html", 1, 0, 0))
+        got = [c.url for c in one.claim(1, 0.0, no_delay).claims]
+    assert holds[0] == 1
+    assert got == [f"{A}{i}" for i in range(1, 4)]   # a batch: at most half of what is pending
+    kinds = [r.split("\t")[0] for r in data_lines(tmp_path / CLAIMS)]
+    assert kinds == ["C", "D", "C", "C", "C"]
+    counts = two.refresh()
+    assert (counts.crawled, counts.in_flight, counts.pending) == (1, 3, 2)
+    assert [c.url for c in two.claim(1, 0.0, no_delay).claims] == [A + "4"]
+
+
 def test_a_failure_inside_a_hold_lets_the_lock_go(tmp_path: Path) -> None:
     store = opened(tmp_path, owner=1)
     with pytest.raises(RuntimeError):
