@@ -860,12 +860,14 @@ class FileStore:
         if len(out) < len(urls):
             if len(cold) > HOT_URLS:
                 cold.clear()
-            # The rest asked of the table in one call (``has_many``), not one call a link.
-            missing = [u for u in urls if u not in out]
-            fingerprint, get = seen.fingerprint, cold.get
-            fps = [get(u) or fingerprint(u) for u in missing]   # (a fingerprint is never 0)
-            for u, fp, found in zip(missing, fps, seen.has_many(fps)):
-                if found:
+            has, fingerprint = seen.has, seen.fingerprint
+            for u in urls:
+                if u in out:
+                    continue
+                fp = cold.get(u)
+                if fp is None:
+                    fp = fingerprint(u)
+                if has(fp):
                     out.add(u)
                     hot.add(u)
                     cold.pop(u, None)
