@@ -147,6 +147,33 @@ def test_the_next_claim_may_be_taken_inside_the_page_hold(tmp_path: Path, monkey
     assert [c.url for c in two.claim(1, 0.0, no_delay).claims] == [A + "4"]
 
 
+def test_a_new_links_fingerprint_is_worked_out_once(tmp_path: Path, monkeypatch) -> None:
+    """A page's new link is fingerprinted (BLAKE2b) once: when ``known`` finds it missing, not
+    again when it is added nor when its written line is read back into the table (issue 15)."""
+    store = opened(tmp_path, owner=1, shared=True)
+    store.add([QueueEntry(A + "0")])
+    assert isinstance(store.seen, files.SharedSeen)
+    made: list[str] = []
+    real = files.SharedSeen._fp
+
+    def counted(key: str) -> int:
+        made.append(key)
+        return real(key)
+    monkeypatch.setattr(files.SharedSeen, "_fp", staticmethod(counted))
+    links = [f"{A}{i}" for i in range(10)]
+    with store.hold():
+        known = store.known(links)
+        assert known == {A + "0"}
+        added = store.add([QueueEntry(u, 1) for u in links if u not in known])
+    assert [e.url for e in added] == links[1:]
+    assert sorted(made) == sorted(links), made   # once each
+    other = opened(tmp_path, owner=2, shared=True)
+    assert other.known(links) == set(links) and other.counts().pending == 10
+    made.clear()
+    assert [e.url for e in store.add([QueueEntry(B + "1"), QueueEntry(A + "3")])] == [B + "1"]
+    assert sorted(made) == [A + "3", B + "1"]   # without known: once each too
+
+
 def test_a_failure_inside_a_hold_lets_the_lock_go(tmp_path: Path) -> None:
     store = opened(tmp_path, owner=1)
     with pytest.raises(RuntimeError):

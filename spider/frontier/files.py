@@ -340,6 +340,7 @@ class FileStore:
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._cold: dict[str, int] = {}   # URLs found missing lately, and their fingerprints (``known``)
+        self._fps: dict[str, int] = {}   # the URLs an add is writing, and their fingerprints (``_add``)
         self._track_seen = track_seen
         self._indexing = True   # False: the dedup table only, for judging pasted lines (drop_index)
         self.seen: SeenSet | SharedSeen = SeenSet(stable=True)   # stable: it is saved in frontier.view
@@ -553,6 +554,10 @@ class FileStore:
         a hand-written line of a known URL is then refused by a journal record (``_skips``,
         written once the journal is read: ``flush``), so every process agrees."""
         seen_add, track = self.seen.add, self._track_seen
+        fps = self._fps   # fingerprints of the URLs ``_add`` just wrote (worked out once)
+        if fps:
+            add_fp, real_add = self.seen.add_fingerprint, seen_add
+            seen_add = lambda u: add_fp(fp) if (fp := fps.get(u)) else real_add(u)   # noqa: E731
         admitted, counting = self._admitted, self.max_per_host is not None
         index, cursor = self._index, self._cursor
         table = self.seen if self._shared and track else None
@@ -1142,26 +1147,40 @@ class FileStore:
             # The shared table takes the URLs in once their lines are written (``_read_queue``),
             # never before: a kill in between must not leave it knowing a URL no file holds.
             batch: set[str] = set()
-            mark = batch.add if self._shared else self.seen.add
-            for e in entries:
-                if e.url in self.seen or e.url in batch:
-                    continue
-                if cap is not None:
-                    h = host_key(e.url)
-                    if admitted.get(h, 0) >= cap:
-                        if self._over_budget.add(e.url):   # logged once, not on every page linking it
-                            over.append(rejected_line(e.url, "host budget", e.source))
+            seen = self.seen
+            # A link's fingerprint was worked out by ``known`` when it was found missing (``_cold``,
+            # for this table): taken from there, and kept for reading the line back (``_fps``).
+            cold = self._cold if self._hot_of is seen else {}
+            fps, fingerprint, has = self._fps, seen.fingerprint, seen.has
+            try:
+                for e in entries:
+                    url = e.url
+                    if url in batch:
                         continue
-                    admitted[h] = admitted.get(h, 0) + 1
-                mark(e.url)
-                new.append(e)
-            over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
-            if over:
-                append_text(self.folder / REJECTED, "".join(over))
-                self._fresh_refusals([])   # ours are in the set now
-            if new:
-                _, end = self._queue.append("".join(e.line() for e in new))
-                self._read_queue(size=end)
+                    fp = cold.get(url) or fingerprint(url)
+                    if has(fp):
+                        continue
+                    if cap is not None:
+                        h = host_key(e.url)
+                        if admitted.get(h, 0) >= cap:
+                            if self._over_budget.add(e.url):   # logged once, not on every page linking it
+                                over.append(rejected_line(e.url, "host budget", e.source))
+                            continue
+                        admitted[h] = admitted.get(h, 0) + 1
+                    if not self._shared:
+                        seen.add_fingerprint(fp)
+                    batch.add(url)
+                    fps[url] = fp
+                    new.append(e)
+                over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
+                if over:
+                    append_text(self.folder / REJECTED, "".join(over))
+                    self._fresh_refusals([])   # ours are in the set now
+                if new:
+                    _, end = self._queue.append("".join(e.line() for e in new))
+                    self._read_queue(size=end)
+            finally:
+                fps.clear()
             return new
 
     def requeue(self, entries: Iterable[QueueEntry]) -> int:
