@@ -174,6 +174,39 @@ def test_a_new_links_fingerprint_is_worked_out_once(tmp_path: Path, monkeypatch)
     assert sorted(made) == [A + "3", B + "1"]   # without known: once each too
 
 
+def test_the_lines_an_add_writes_are_indexed_without_being_read_back(tmp_path: Path, monkeypatch) -> None:
+    """An add's own lines go into the index and the shared table as written (issue 15), as if
+    read back: due ones claimed in order, a retry waits, another process sees the same; a line
+    typed by hand without its newline before them is read as usual, never glued or lost."""
+    store = opened(tmp_path, owner=1, shared=True)
+    store.add([QueueEntry(A + "0")])
+    reads: list[str] = []
+    real = files._File.read_chunks
+    monkeypatch.setattr(files._File, "read_chunks",
+                        lambda self, size=None: reads.append(self.path.name) or real(self, size))
+    later = time.time() + 3600
+    added = store.add([QueueEntry(A + "1", 1, 0, 0.0, "http://a.test/é"), QueueEntry(A + "2", 1, 0, later),
+                       QueueEntry(A + "3", 1, kind="requisite"), QueueEntry(B + "1", 1)])
+    assert len(added) == 4 and QUEUE not in reads
+    other = opened(tmp_path, owner=2, shared=True)
+    for s in (store, other):
+        assert s.known([A + "1", A + "2", A + "3", B + "1", B + "2"]) == {A + "1", A + "2", A + "3", B + "1"}
+    got = [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    assert got == [A + "0"]
+    got = [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    got += [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    got += [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    assert sorted(got) == [A + "1", A + "3", B + "1"]
+    assert store.counts().pending == 1 and not store.claim(1, time.time(), no_delay).claims   # the retry waits
+    with open(tmp_path / QUEUE, "a") as f:
+        f.write(B + "typed")   # no newline: a person is typing it
+    assert [e.url for e in store.add([QueueEntry(B + "2", 1)])] == [B + "2"]
+    assert data_lines(tmp_path / QUEUE)[-2:] == [B + "typed", QueueEntry(B + "2", 1).line()[:-1]]
+    urls = [c.url for c in other.claim(1, time.time(), no_delay).claims]
+    urls += [c.url for c in other.claim(1, time.time(), no_delay).claims]
+    assert sorted(urls) == [B + "2", B + "typed"]
+
+
 def test_a_failure_inside_a_hold_lets_the_lock_go(tmp_path: Path) -> None:
     store = opened(tmp_path, owner=1)
     with pytest.raises(RuntimeError):

@@ -1177,11 +1177,42 @@ class FileStore:
                     append_text(self.folder / REJECTED, "".join(over))
                     self._fresh_refusals([])   # ours are in the set now
                 if new:
-                    _, end = self._queue.append("".join(e.line() for e in new))
-                    self._read_queue(size=end)
+                    lines = [e.line() for e in new]
+                    text = "".join(lines)
+                    at, end = self._queue.append(text)
+                    if at == self._queue.pos and self._indexing and self._track_seen and not self.only \
+                            and all(e.url.startswith(("http://", "https://")) for e in new):
+                        self._take_added(new, lines, text.isascii(), at, end)
+                    else:
+                        self._read_queue(size=end)
             finally:
                 fps.clear()
             return new
+
+    def _take_added(self, new: list[QueueEntry], lines: list[str], ascii_: bool, at: int, end: int) -> None:
+        """The lines ``_add`` just wrote at [at, end) of queue.txt, right after what was read: into
+        the index and the dedup table without reading them back (what ``_read_queue`` would do
+        with them). A shared table learns them only now that they are written."""
+        push, score, fps = self._frontier.push, self.order.score, self._fps
+        for e, line in zip(new, lines):
+            url = e.url
+            host = "" if e.not_before or e.kind == "recheck" else host_key(url)
+            if host:
+                push(host, score(url, e.depth), at)
+            else:   # (the rare shapes: as when read)
+                self._index(at, line[:-1].split("\t", 4), url)
+            at += len(line) if ascii_ else len(line.encode("utf-8"))
+        self._lines += len(new)
+        q = self._queue
+        q.pos = end
+        if self._shared:
+            table = self.seen
+            upto = table.upto(q.ino)   # type: ignore[union-attr]
+            table.begin()   # type: ignore[union-attr]
+            add = table.add_fingerprint
+            for e in new:
+                add(fps[e.url])
+            table.covered(q.ino, max(upto, end))   # type: ignore[union-attr]
 
     def requeue(self, entries: Iterable[QueueEntry]) -> int:
         """Queue entries whatever the dedup table says (rechecks of crawled pages); returns how many."""
