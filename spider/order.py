@@ -221,14 +221,14 @@ class Frontier:
                     waiting.append(heapq.heappop(heap))
                     wait = t if wait is None else min(wait, t)
                     continue
-                heapq.heappop(heap)
                 seq = self._hosts[host][score].pop(self.lifo)
                 after = self._true_best(host, live)
                 if after is None:
                     best.pop(host, None)
-                else:
+                    heapq.heappop(heap)
+                else:   # the host's next item takes its place in the heap (one sift, not two)
                     best[host] = after
-                    heapq.heappush(heap, (after[0], after[1], host))
+                    heapq.heapreplace(heap, (after[0], after[1], host))
                 return host, seq, wait
             return None, 0, wait
         finally:

@@ -125,6 +125,88 @@ def test_inside_a_hold_the_files_are_looked_at_once_and_other_processes_lines_ar
     assert two.refresh().crawled == 1 and two.counts().pending == 2
 
 
+def test_the_next_claim_may_be_taken_inside_the_page_hold(tmp_path: Path, monkeypatch) -> None:
+    """What a caller that claims its next batch at the end of a page's hold relies on (one hold
+    a batch less; see notes/w-files.md): the claim inside the hold takes what the hold's own
+    add queued, its records follow the page's D record whole, and another process reads both."""
+    one, two = opened(tmp_path, owner=1), opened(tmp_path, owner=2)
+    one.batch = CLAIM_BATCH
+    one.add([QueueEntry(A + "0")])
+    (claim,) = one.claim(1, 0.0, no_delay).claims
+    holds = lock_counter(monkeypatch)
+    with one.hold():
+        one.add([QueueEntry(f"{A}{i}", 1) for i in range(1, 6)])
+        one.settle(claim, "crawled", record=crawled_line(claim.url, 200, "text/html", 1, 0, 0))
+        got = [c.url for c in one.claim(1, 0.0, no_delay).claims]
+    assert holds[0] == 1
+    assert got == [f"{A}{i}" for i in range(1, 4)]   # a batch: at most half of what is pending
+    kinds = [r.split("\t")[0] for r in data_lines(tmp_path / CLAIMS)]
+    assert kinds == ["C", "D", "C", "C", "C"]
+    counts = two.refresh()
+    assert (counts.crawled, counts.in_flight, counts.pending) == (1, 3, 2)
+    assert [c.url for c in two.claim(1, 0.0, no_delay).claims] == [A + "4"]
+
+
+def test_a_new_links_fingerprint_is_worked_out_once(tmp_path: Path, monkeypatch) -> None:
+    """A page's new link is fingerprinted (BLAKE2b) once: when ``known`` finds it missing, not
+    again when it is added nor when its written line is read back into the table (issue 15)."""
+    store = opened(tmp_path, owner=1, shared=True)
+    store.add([QueueEntry(A + "0")])
+    assert isinstance(store.seen, files.SharedSeen)
+    made: list[str] = []
+    real = files.SharedSeen._fp
+
+    def counted(key: str) -> int:
+        made.append(key)
+        return real(key)
+    monkeypatch.setattr(files.SharedSeen, "_fp", staticmethod(counted))
+    links = [f"{A}{i}" for i in range(10)]
+    with store.hold():
+        known = store.known(links)
+        assert known == {A + "0"}
+        added = store.add([QueueEntry(u, 1) for u in links if u not in known])
+    assert [e.url for e in added] == links[1:]
+    assert sorted(made) == sorted(links), made   # once each
+    other = opened(tmp_path, owner=2, shared=True)
+    assert other.known(links) == set(links) and other.counts().pending == 10
+    made.clear()
+    assert [e.url for e in store.add([QueueEntry(B + "1"), QueueEntry(A + "3")])] == [B + "1"]
+    assert sorted(made) == [A + "3", B + "1"]   # without known: once each too
+
+
+def test_the_lines_an_add_writes_are_indexed_without_being_read_back(tmp_path: Path, monkeypatch) -> None:
+    """An add's own lines go into the index and the shared table as written (issue 15), as if
+    read back: due ones claimed in order, a retry waits, another process sees the same; a line
+    typed by hand without its newline before them is read as usual, never glued or lost."""
+    store = opened(tmp_path, owner=1, shared=True)
+    store.add([QueueEntry(A + "0")])
+    reads: list[str] = []
+    real = files._File.read_chunks
+    monkeypatch.setattr(files._File, "read_chunks",
+                        lambda self, size=None: reads.append(self.path.name) or real(self, size))
+    later = time.time() + 3600
+    added = store.add([QueueEntry(A + "1", 1, 0, 0.0, "http://a.test/é"), QueueEntry(A + "2", 1, 0, later),
+                       QueueEntry(A + "3", 1, kind="requisite"), QueueEntry(B + "1", 1)])
+    assert len(added) == 4 and QUEUE not in reads
+    other = opened(tmp_path, owner=2, shared=True)
+    for s in (store, other):
+        assert s.known([A + "1", A + "2", A + "3", B + "1", B + "2"]) == {A + "1", A + "2", A + "3", B + "1"}
+    got = [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    assert got == [A + "0"]
+    got = [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    got += [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    got += [c.url for c in store.claim(1, time.time(), no_delay).claims]
+    assert sorted(got) == [A + "1", A + "3", B + "1"]
+    assert store.counts().pending == 1 and not store.claim(1, time.time(), no_delay).claims   # the retry waits
+    with open(tmp_path / QUEUE, "a") as f:
+        f.write(B + "typed")   # no newline: a person is typing it
+    assert [e.url for e in store.add([QueueEntry(B + "2", 1)])] == [B + "2"]
+    assert data_lines(tmp_path / QUEUE)[-2:] == [B + "typed", QueueEntry(B + "2", 1).line()[:-1]]
+    urls = [c.url for c in other.claim(1, time.time(), no_delay).claims]
+    urls += [c.url for c in other.claim(1, time.time(), no_delay).claims]
+    assert sorted(urls) == [B + "2", B + "typed"]
+
+
 def test_a_failure_inside_a_hold_lets_the_lock_go(tmp_path: Path) -> None:
     store = opened(tmp_path, owner=1)
     with pytest.raises(RuntimeError):
@@ -147,6 +229,23 @@ def test_a_claim_at_delay_0_takes_a_batch_of_hosts_that_keep_no_pace(tmp_path: P
     assert store.counts().in_flight == CLAIM_BATCH
     # one journal write for the batch: C records only, one per URL
     assert [r.split("\t")[0] for r in data_lines(tmp_path / CLAIMS)] == ["C"] * CLAIM_BATCH
+
+
+def test_a_claim_step_asks_each_hosts_delay_once(tmp_path: Path) -> None:
+    """A host's delay (its robots.txt, its shared state) cannot change while the claim holds the
+    lock: a batch asks it once, not once per URL taken and once per candidate (issue 15)."""
+    store = opened(tmp_path, owner=1)
+    store.batch = CLAIM_BATCH
+    store.add([QueueEntry(f"{A}{i}") for i in range(10)] + [QueueEntry(f"{B}{i}") for i in range(10)])
+    asked: list[str] = []
+
+    def delay_for(host: str) -> float:
+        asked.append(host)
+        return 0.0
+    got = [c.url for c in store.claim(1, 0.0, delay_for).claims]
+    assert len(got) == CLAIM_BATCH
+    assert sorted(asked) == sorted(set(asked)), asked   # each host asked once
+    assert {u.split("/")[2] for u in got} <= set(asked)
 
 
 def test_a_paced_host_ends_a_batch_and_one_alone_is_taken_alone(tmp_path: Path) -> None:

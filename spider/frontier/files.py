@@ -340,6 +340,7 @@ class FileStore:
         self._hot: set[str] = set()   # URLs found in self.seen lately (``known``)
         self._hot_of: SeenSet | None = None   # the table they were found in
         self._cold: dict[str, int] = {}   # URLs found missing lately, and their fingerprints (``known``)
+        self._fps: dict[str, int] = {}   # the URLs an add is writing, and their fingerprints (``_add``)
         self._track_seen = track_seen
         self._indexing = True   # False: the dedup table only, for judging pasted lines (drop_index)
         self.seen: SeenSet | SharedSeen = SeenSet(stable=True)   # stable: it is saved in frontier.view
@@ -553,6 +554,10 @@ class FileStore:
         a hand-written line of a known URL is then refused by a journal record (``_skips``,
         written once the journal is read: ``flush``), so every process agrees."""
         seen_add, track = self.seen.add, self._track_seen
+        fps = self._fps   # fingerprints of the URLs ``_add`` just wrote (worked out once)
+        if fps:
+            add_fp, real_add = self.seen.add_fingerprint, seen_add
+            seen_add = lambda u: add_fp(fp) if (fp := fps.get(u)) else real_add(u)   # noqa: E731
         admitted, counting = self._admitted, self.max_per_host is not None
         index, cursor = self._index, self._cursor
         table = self.seen if self._shared and track else None
@@ -937,7 +942,17 @@ class FileStore:
             ready_at = lambda h: host_next.get(h, 0.0)   # noqa: E731
             # A batch's further URLs (``batch_size``): only of hosts that keep no pace, so every
             # one of them may be fetched right after the other.
-            unpaced = lambda h: host_next.get(h, 0.0) if delay_for(h) <= 0 else math.inf   # noqa: E731
+            unpaced = lambda h: host_next.get(h, 0.0) if delay_of(h) <= 0 else math.inf   # noqa: E731
+            # A host's delay, asked once a step: it depends on its robots.txt and its shared
+            # state's delay, which nothing changes while the lock is held (a claim changes only
+            # its next-allowed time).
+            delays: dict[str, float] = {}
+
+            def delay_of(h: str) -> float:
+                d = delays.get(h)
+                if d is None:
+                    d = delays[h] = delay_for(h)
+                return d
             wait = delayed_wait(((h, nb) for nb, _, h, _, recheck in self._delayed if room or recheck),
                                 ready_at) if self._delayed else None
             rounds = PASTE_ROUNDS
@@ -984,7 +999,7 @@ class FileStore:
                                                    self._score(entry.url, entry.depth), recheck))
                     wait = entry.not_before if wait is None else min(wait, entry.not_before)
                     continue
-                delay = delay_for(host)
+                delay = delay_of(host)
                 # Round the reservation up to the millisecond written, so politeness never shrinks.
                 nxt = f"{math.ceil((now + delay) * 1000) / 1000:.3f}" if delay > 0 else "0"
                 qline = line.rstrip("\n")
@@ -1132,27 +1147,72 @@ class FileStore:
             # The shared table takes the URLs in once their lines are written (``_read_queue``),
             # never before: a kill in between must not leave it knowing a URL no file holds.
             batch: set[str] = set()
-            mark = batch.add if self._shared else self.seen.add
-            for e in entries:
-                if e.url in self.seen or e.url in batch:
-                    continue
-                if cap is not None:
-                    h = host_key(e.url)
-                    if admitted.get(h, 0) >= cap:
-                        if self._over_budget.add(e.url):   # logged once, not on every page linking it
-                            over.append(rejected_line(e.url, "host budget", e.source))
+            seen = self.seen
+            # A link's fingerprint was worked out by ``known`` when it was found missing (``_cold``,
+            # for this table): taken from there, and kept for reading the line back (``_fps``).
+            cold = self._cold if self._hot_of is seen else {}
+            fps, fingerprint, has = self._fps, seen.fingerprint, seen.has
+            try:
+                for e in entries:
+                    url = e.url
+                    if url in batch:
                         continue
-                    admitted[h] = admitted.get(h, 0) + 1
-                mark(e.url)
-                new.append(e)
-            over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
-            if over:
-                append_text(self.folder / REJECTED, "".join(over))
-                self._fresh_refusals([])   # ours are in the set now
-            if new:
-                _, end = self._queue.append("".join(e.line() for e in new))
-                self._read_queue(size=end)
+                    fp = cold.get(url) or fingerprint(url)
+                    if has(fp):
+                        continue
+                    if cap is not None:
+                        h = host_key(e.url)
+                        if admitted.get(h, 0) >= cap:
+                            if self._over_budget.add(e.url):   # logged once, not on every page linking it
+                                over.append(rejected_line(e.url, "host budget", e.source))
+                            continue
+                        admitted[h] = admitted.get(h, 0) + 1
+                    if not self._shared:
+                        seen.add_fingerprint(fp)
+                    batch.add(url)
+                    fps[url] = fp
+                    new.append(e)
+                over = self._fresh_refusals(over) if over else over   # (no look at rejected.txt for nothing)
+                if over:
+                    append_text(self.folder / REJECTED, "".join(over))
+                    self._fresh_refusals([])   # ours are in the set now
+                if new:
+                    lines = [e.line() for e in new]
+                    text = "".join(lines)
+                    at, end = self._queue.append(text)
+                    if at == self._queue.pos and self._indexing and self._track_seen and not self.only \
+                            and all(e.url.startswith(("http://", "https://")) for e in new):
+                        self._take_added(new, lines, text.isascii(), at, end)
+                    else:
+                        self._read_queue(size=end)
+            finally:
+                fps.clear()
             return new
+
+    def _take_added(self, new: list[QueueEntry], lines: list[str], ascii_: bool, at: int, end: int) -> None:
+        """The lines ``_add`` just wrote at [at, end) of queue.txt, right after what was read: into
+        the index and the dedup table without reading them back (what ``_read_queue`` would do
+        with them). A shared table learns them only now that they are written."""
+        push, score, fps = self._frontier.push, self.order.score, self._fps
+        for e, line in zip(new, lines):
+            url = e.url
+            host = "" if e.not_before or e.kind == "recheck" else host_key(url)
+            if host:
+                push(host, score(url, e.depth), at)
+            else:   # (the rare shapes: as when read)
+                self._index(at, line[:-1].split("\t", 4), url)
+            at += len(line) if ascii_ else len(line.encode("utf-8"))
+        self._lines += len(new)
+        q = self._queue
+        q.pos = end
+        if self._shared:
+            table = self.seen
+            upto = table.upto(q.ino)   # type: ignore[union-attr]
+            table.begin()   # type: ignore[union-attr]
+            add = table.add_fingerprint
+            for e in new:
+                add(fps[e.url])
+            table.covered(q.ino, max(upto, end))   # type: ignore[union-attr]
 
     def requeue(self, entries: Iterable[QueueEntry]) -> int:
         """Queue entries whatever the dedup table says (rechecks of crawled pages); returns how many."""
