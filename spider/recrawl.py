@@ -64,9 +64,8 @@ class Page:
     content_hash: str = "-"
 
     def line(self) -> str:
-        due = "-" if math.isinf(self.due) else f"{self.due:.0f}"
-        return (f"{self.url}\t{clean(self.etag)}\t{clean(self.last_modified)}\t{self.interval:.0f}\t{due}\t"
-                f"{self.checks}\t{self.changes}\t{utc_stamp(self.checked_at)}\t{clean(self.content_hash)}\n")
+        return schedule_line(self.url, self.etag, self.last_modified, self.interval, self.due, self.checks,
+                             self.changes, self.checked_at, self.content_hash)
 
     def conditional_headers(self) -> dict[str, str]:
         """What to send so that an unchanged page answers 304 (RFC 9110 13.1.2, 13.1.3)."""
@@ -119,10 +118,16 @@ def first_line(url: str, now: float, etag: str | None, last_modified: str | None
     """``after_fetch(...).line()``, without making the ``Page`` (a frozen dataclass: a third of
     the cost): the schedule.txt line of each page crawled, written once a page."""
     interval = clamp(INITIAL_INTERVAL, lo, hi)
-    due = now + interval
-    return (f"{url}\t{clean(etag) if etag else '-'}\t{clean(last_modified) if last_modified else '-'}\t"
-            f"{interval:.0f}\t{'-' if math.isinf(due) else f'{due:.0f}'}\t0\t0\t{utc_stamp(now)}\t"
-            f"{clean(content_hash) if content_hash else '-'}\n")
+    return schedule_line(url, etag or "-", last_modified or "-", interval, now + interval, 0, 0, now,
+                         content_hash or "-")
+
+
+def schedule_line(url: str, etag: str, last_modified: str, interval: float, due: float, checks: int,
+                  changes: int, checked_at: float, content_hash: str) -> str:
+    """A page's line of schedule.txt (``Page``'s fields, in their order)."""
+    shown_due = "-" if math.isinf(due) else f"{due:.0f}"
+    return (f"{url}\t{clean(etag)}\t{clean(last_modified)}\t{interval:.0f}\t{shown_due}\t"
+            f"{checks}\t{changes}\t{utc_stamp(checked_at)}\t{clean(content_hash)}\n")
 
 
 def after_check(page: Page, now: float, result: str, etag: str | None, last_modified: str | None,
