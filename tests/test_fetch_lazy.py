@@ -99,12 +99,7 @@ def test_a_crawl_of_a_plain_site_imports_neither_in_any_process(site: TestSite, 
     site.route("/", body=b"<html><body><a href='/a'>a</a> <a href='/b'>b</a></body></html>")
     site.route("/a", body=PAGE)
     site.route("/b", body=PAGE)
-    done = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "main.py"), "crawl", "t", site.url("/"),
-                           "--workers", "2", "--delay", "0", "--projects-dir", str(tmp_path / "projects")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "done: crawled 3, failed 0" in done.stdout + done.stderr, done.stdout + done.stderr[-3000:]
-    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    imported = crawl_imports(site.url("/"), tmp_path, "done: crawled 3, failed 0")
     assert "spider.fetch" in imported and "spider.spider" in imported
     assert not {m for m in imported if m.split(".")[0] in LAZY}, sorted(imported)
 
@@ -276,3 +271,14 @@ def test_the_parent_imports_requests_path_before_the_fork_only_when_the_workers_
     assert not _will_need_requests(("http://a.test/",))
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     assert _will_need_requests(("http://a.test/",))
+
+
+def crawl_imports(url: str, tmp_path: Path, summary: str) -> set[str]:
+    """The modules every process of a 2-worker crawl of ``url`` imported (``-X importtime`` logs
+    each import, of each process); the crawl must end well, saying ``summary``."""
+    done = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "main.py"), "crawl", "t", url,
+                           "--workers", "2", "--delay", "0", "--projects-dir", str(tmp_path / "projects")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert summary in done.stdout + done.stderr, done.stdout + done.stderr[-3000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}

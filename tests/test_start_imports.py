@@ -11,7 +11,6 @@ import hashlib
 import http.client
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,9 +22,8 @@ from hypothesis import strategies as st
 from sitekit import TestSite
 from spider import fetch, hashes, politeness, recrawl
 from spider.crawl import _Child, _wait_any
-from test_fetch_lazy import _run   # a script in a fresh interpreter, its last line JSON
+from test_fetch_lazy import _run, crawl_imports   # _run: a script in a fresh interpreter, its last line JSON
 
-ROOT = Path(__file__).resolve().parent.parent
 # Never imported by a plain http crawl (its parent, its workers).
 UNUSED = ("http.client", "ssl", "_ssl", "email.parser", "email.utils", "email.message", "calendar",
           "hashlib", "_hashlib", "idna", "encodings.idna", "multiprocessing", "pickle")
@@ -50,12 +48,7 @@ def test_a_crawl_of_a_plain_site_imports_none_of_them_in_any_process(site: TestS
     site.route("/b", body=b"<html><body>b</body></html>")
     site.route("/i.png", body=b"\x89PNG" + b"x" * 100, content_type="image/png")
     site.route("/robots.txt", body=b"User-agent: *\nDisallow: /private\n", content_type="text/plain")
-    done = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "main.py"), "crawl", "t", site.url("/"),
-                           "--workers", "2", "--delay", "0", "--projects-dir", str(tmp_path / "projects")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "done: crawled 3, failed 1" in done.stdout + done.stderr, done.stdout + done.stderr[-3000:]
-    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    imported = crawl_imports(site.url("/"), tmp_path, "done: crawled 3, failed 1")
     assert "spider.fetch" in imported and "spider.spider" in imported and "spider.robots" in imported
     assert not imported & set(UNUSED), sorted(imported & set(UNUSED))
 
