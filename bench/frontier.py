@@ -746,6 +746,8 @@ def stop_mode(sizes: Sequence[int], rounds: int, against: Optional[Path]) -> int
     if against is not None:
         measure.precompile(against / "spider")
         trees["against"] = against
+    if str(measure.SPIDER_DIR) not in sys.path:   # copy_clean_stop reads the view with this tree's code
+        sys.path.insert(0, str(measure.SPIDER_DIR))
     for n in sizes:
         base = RUN_DIR / f"stop-{n}"
         template = base / "template"
